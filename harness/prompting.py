@@ -1,0 +1,55 @@
+"""How a task's text becomes the exact prompt a model sees. One module, shared by every backend.
+
+The answer prefix is appended after the chat template, as the start of the assistant turn, the
+way RULER does it. Base models without a chat template get a named plain template instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.errors import ConfigError
+
+# Plain templates for base models ({task} is the task text). add_special_tokens lets the tokenizer add BOS.
+PLAIN_TEMPLATES: dict[str, str] = {
+    "plain": "{task}",
+    "llama2-inst": "[INST] {task} [/INST]",
+    "vicuna": (
+        "A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, "
+        "detailed, and polite answers to the user's questions. USER: {task} ASSISTANT:"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    add_special_tokens: bool
+
+
+class PromptRenderer:
+    """Renders (task text, answer prefix) with a tokenizer's chat template or a named plain template."""
+
+    def __init__(self, tokenizer, template: str = "auto", system: str | None = None):
+        has_chat = bool(getattr(tokenizer, "chat_template", None))
+        if template == "auto":
+            template = "chat" if has_chat else "plain"
+        if template == "chat" and not has_chat:
+            raise ConfigError("template: this tokenizer has no chat template; use template: plain (or llama2-inst, vicuna)")
+        if template != "chat" and template not in PLAIN_TEMPLATES:
+            raise ConfigError(f"template: unknown {template!r}; use auto, chat or one of {', '.join(PLAIN_TEMPLATES)}")
+        self.tokenizer = tokenizer
+        self.template = template
+        self.system = system
+
+    def render(self, task_text: str, answer_prefix: str = "") -> Rendered:
+        if self.template == "chat":
+            messages = [{"role": "user", "content": task_text}]
+            if self.system is not None:
+                messages.insert(0, {"role": "system", "content": self.system})
+            head = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return Rendered(head + answer_prefix, add_special_tokens=False)
+        return Rendered(PLAIN_TEMPLATES[self.template].format(task=task_text) + answer_prefix, add_special_tokens=True)
+
+    def count(self, rendered: Rendered) -> int:
+        return len(self.tokenizer(rendered.text, add_special_tokens=rendered.add_special_tokens)["input_ids"])

@@ -1,0 +1,58 @@
+"""One decorator registry for tasks, backends, trainers and metrics.
+
+Factories are registered by name and built on demand, so heavy imports (torch, vllm) happen inside
+factories, only when that entry is used. Configs name registry entries, never import paths.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from harness.errors import ConfigError
+
+KINDS = ("task", "backend", "metric", "trainer")
+_REGISTRY: dict[str, dict[str, Callable[..., Any]]] = {k: {} for k in KINDS}
+
+# Modules whose import registers entries. Cheap: none of them imports torch at module level.
+_PROVIDERS = {
+    "task": ["tasks.ruler"],
+    "backend": ["harness.backends"],
+    "metric": ["harness.metrics"],
+    "trainer": ["trainers"],
+}
+
+
+def register(kind: str, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    if kind not in _REGISTRY:
+        raise ValueError(f"unknown registry kind {kind!r}")
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if name in _REGISTRY[kind] and _REGISTRY[kind][name] is not fn:
+            raise ValueError(f"{kind} {name!r} is registered twice")
+        _REGISTRY[kind][name] = fn
+        return fn
+
+    return deco
+
+
+def _load(kind: str) -> None:
+    for mod in _PROVIDERS[kind]:
+        importlib.import_module(mod)
+
+
+def names(kind: str) -> list[str]:
+    _load(kind)
+    return sorted(_REGISTRY[kind])
+
+
+def get(kind: str, name: str, *, field: str | None = None) -> Callable[..., Any]:
+    _load(kind)
+    try:
+        return _REGISTRY[kind][name]
+    except KeyError:
+        close = difflib.get_close_matches(name, _REGISTRY[kind], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(_REGISTRY[kind]))}"
+        raise ConfigError(f"{field or kind}: unknown {kind} {name!r}{hint}") from None

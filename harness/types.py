@@ -1,0 +1,100 @@
+"""Core value types. Frozen, so a sample or a score cannot drift after it is recorded."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One generated test item. Length and depth are axes of the sample, never part of a metric name."""
+
+    task: str
+    length: int
+    index: int
+    prompt: str  # exact text sent to the model: chat template + task text + answer prefix
+    answers: tuple[str, ...]
+    prompt_tokens: int
+    max_new_tokens: int
+    depths: tuple[float, ...] = ()  # realised depth (percent of context tokens) of each needle
+    metric: str = "string_match_all"
+    add_special_tokens: bool = False  # whether the backend must let the tokenizer add BOS/EOS
+    meta: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def id(self) -> str:
+        return f"{self.task}@{self.length}#{self.index}"
+
+    @property
+    def prompt_hash(self) -> str:
+        return hashlib.sha256(self.prompt.encode()).hexdigest()[:16]
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["answers"] = list(self.answers)
+        d["depths"] = list(self.depths)
+        return {"id": self.id, **d}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Sample:
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        kw["answers"] = tuple(kw["answers"])
+        kw["depths"] = tuple(kw.get("depths", ()))
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a backend is asked: the rendered prompt and how much to generate."""
+
+    sample_id: str
+    prompt: str
+    max_new_tokens: int
+    add_special_tokens: bool = False
+    prompt_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Prediction:
+    sample_id: str
+    text: str
+    prompt_tokens: int
+    generated_tokens: int
+    seconds: float
+    truncated_tokens: int = 0  # tokens removed by a declared truncation policy (0 = none)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Score:
+    sample_id: str
+    metric: str
+    value: float  # in [0, 1]
+    empty: bool
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Everything needed to reproduce a run."""
+
+    run_id: str
+    created: str
+    suite: str
+    suite_config: dict[str, Any]
+    model: str
+    backend: str
+    backend_args: dict[str, Any]
+    tokenizer: str
+    tokenizer_fingerprint: str
+    template: str
+    seed: int
+    truncation: str
+    versions: dict[str, str]
+    command: list[str]
+    schema_version: int = SCHEMA_VERSION

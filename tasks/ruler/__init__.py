@@ -1,0 +1,34 @@
+"""The 13 RULER tasks (paper Table 5), registered as presets of four generator families.
+
+Every parameter of a family is a task argument, so a suite can build harder variants
+(more keys, more hops, lower alpha) by overriding args.
+"""
+
+from __future__ import annotations
+
+from harness.registry import register
+from tasks.ruler.niah import Niah
+
+PRESETS: dict[str, tuple[type, dict]] = {
+    "niah_single_1": (Niah, dict(haystack="noise", key_type="words", value_type="numbers")),
+    "niah_single_2": (Niah, dict(haystack="essay", key_type="words", value_type="numbers")),
+    "niah_single_3": (Niah, dict(haystack="essay", key_type="words", value_type="uuids")),
+    "niah_multikey_1": (Niah, dict(haystack="essay", key_type="words", value_type="numbers", num_keys=4)),
+    "niah_multikey_2": (Niah, dict(haystack="needle", key_type="words", value_type="numbers")),
+    "niah_multikey_3": (Niah, dict(haystack="needle", key_type="uuids", value_type="uuids")),
+    "niah_multivalue": (Niah, dict(haystack="essay", key_type="words", value_type="numbers", num_values=4)),
+    "niah_multiquery": (Niah, dict(haystack="essay", key_type="words", value_type="numbers", num_queries=4)),
+}
+
+
+def _register(name: str, cls: type, defaults: dict) -> None:
+    def factory(**overrides):
+        return cls(f"ruler/{name}", cls.Args(**{**defaults, **overrides}))
+
+    factory.task_class = cls  # type: ignore[attr-defined]
+    factory.defaults = defaults  # type: ignore[attr-defined]
+    register("task", f"ruler/{name}")(factory)
+
+
+for _name, (_cls, _defaults) in PRESETS.items():
+    _register(_name, _cls, _defaults)
