@@ -1,0 +1,112 @@
+"""Suite configs: YAML under configs/suites/, validated with pydantic. Errors name the key and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from harness import registry
+from harness.errors import ConfigError
+
+CONFIG_ROOT = Path(__file__).resolve().parent.parent / "configs"
+
+
+class TaskSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    task: str = Field(description="registered task name, e.g. ruler/niah_single_1")
+    name: str | None = Field(None, description="display name for a variant; defaults to the task name")
+    args: dict[str, Any] = Field(default_factory=dict, description="overrides of the task's arguments")
+
+    @property
+    def display(self) -> str:
+        return self.name or self.task
+
+
+class Suite(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    description: str = ""
+    seed: int = Field(42, description="base seed; a sample depends only on (task args, length, index, seed, tokenizer)")
+    lengths: list[int] = Field(min_length=1, description="target lengths in tokens (prompt + generation)")
+    samples: int = Field(ge=1, description="samples per task and length")
+    template: str = Field("auto", description="auto, chat, or a plain template name for base models")
+    truncation: str = Field("refuse", description="refuse: error on over-long prompts; middle: cut the middle, recorded")
+    tasks: list[TaskSpec] = Field(min_length=1)
+
+    @field_validator("tasks", mode="before")
+    @classmethod
+    def _strings_are_tasks(cls, v):
+        return [{"task": t} if isinstance(t, str) else t for t in v] if isinstance(v, list) else v
+
+    @field_validator("lengths")
+    @classmethod
+    def _positive(cls, v):
+        for x in v:
+            if x < 64:
+                raise ValueError(f"each length must be at least 64 tokens, got {x}")
+        return sorted(set(v))
+
+    @field_validator("truncation")
+    @classmethod
+    def _policy(cls, v):
+        if v not in ("refuse", "middle"):
+            raise ValueError(f"must be 'refuse' or 'middle', got {v!r}")
+        return v
+
+
+def one_line(err: ValidationError, where: str) -> str:
+    e = err.errors()[0]
+    loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+    msg = e["msg"].removeprefix("Value error, ")
+    if e["type"] == "extra_forbidden":
+        msg = "unknown key; remove it or fix its spelling"
+    elif e["type"] == "missing":
+        msg = "required key is missing"
+    return f"{where}: {loc}: {msg}"
+
+
+def suite_path(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.exists():
+            raise ConfigError(f"suite: file {p} does not exist")
+        return p
+    p = CONFIG_ROOT / "suites" / f"{name_or_path}.yaml"
+    if not p.exists():
+        known = sorted(x.stem for x in (CONFIG_ROOT / "suites").glob("*.yaml"))
+        raise ConfigError(f"suite: no suite named {name_or_path!r}; known: {', '.join(known)}, or pass a .yaml path")
+    return p
+
+
+def load_suite(name_or_path: str, **overrides: Any) -> Suite:
+    path = suite_path(name_or_path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path.name}:{at} invalid YAML ({getattr(e, 'problem', e)})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path.name}: must be a mapping with keys name, lengths, samples, tasks")
+    raw = {**raw, **{k: v for k, v in overrides.items() if v is not None}}
+    try:
+        suite = Suite(**raw)
+    except ValidationError as e:
+        raise ConfigError(one_line(e, path.name)) from None
+    for i, spec in enumerate(suite.tasks):
+        build_task(spec, where=f"{path.name}: tasks.{i}")
+    return suite
+
+
+def build_task(spec: TaskSpec, *, where: str = "task"):
+    factory = registry.get("task", spec.task, field=f"{where}.task")
+    try:
+        task = factory(**spec.args)
+    except ValidationError as e:
+        raise ConfigError(one_line(e, f"{where}.args")) from None
+    if spec.name:
+        task.name = spec.name
+    return task

@@ -1,0 +1,127 @@
+"""The run loop: generate (cached) samples, ask the backend, score, append to the store. Resumable."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import platform
+import re
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from harness import datasets, registry
+from harness.backends.base import apply_truncation
+from harness.config import Suite, build_task
+from harness.errors import PromptTooLongError
+from harness.metrics import is_empty
+from harness.prompting import PromptRenderer
+from harness.models import tokenizer_fingerprint
+from harness.store import RunStore
+from harness.types import Request, RunRecord, Sample
+from tasks.base import GenContext
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist in ("ctxbench", "torch", "transformers", "tokenizers", "wonderwords", "vllm", "numpy"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TimeRemainingColumn(), console=console, transient=False)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    suite: Suite
+    model: str
+    backend: str
+    backend_args: dict[str, Any]
+    out_dir: Path
+    data_dir: Path | None = None
+
+    def run_id(self) -> str:
+        blob = json.dumps({"suite": self.suite.model_dump(mode="json"), "model": self.model, "backend": self.backend,
+                           "args": self.backend_args}, sort_keys=True)
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(self.model).name or self.model)[:40]
+        return f"{slug}-{self.suite.name}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+
+
+def make_samples(suite: Suite, ctx: GenContext, console: Console) -> list[tuple[Any, Sample]]:
+    tasks = [build_task(spec) for spec in suite.tasks]
+    total = len(tasks) * len(suite.lengths) * suite.samples
+    out = []
+    with progress(console) as bar:
+        job = bar.add_task("generating samples", total=total)
+        for task in tasks:
+            for length in suite.lengths:
+                for s in datasets.generate(task, length=length, indices=range(suite.samples), seed=suite.seed, ctx=ctx,
+                                           on_sample=lambda: bar.advance(job)):
+                    out.append((task, s))
+    return out
+
+
+def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None) -> RunStore:
+    console = console or Console(stderr=True)
+    suite = plan.suite
+    backend = registry.get("backend", plan.backend, field="backend")(model=plan.model, truncation=suite.truncation, **plan.backend_args)
+    renderer = PromptRenderer(backend.tokenizer, suite.template)
+    ctx = GenContext(backend.tokenizer, renderer, data_dir=plan.data_dir)
+    samples = make_samples(suite, ctx, console)
+    if suite.truncation == "refuse":  # refuse before any work is stored, not half-way through
+        for _, s in samples:
+            apply_truncation(range(s.prompt_tokens), max_new_tokens=s.max_new_tokens, context_length=backend.context_length,
+                             policy="refuse", sample_id=s.id)
+
+    store = RunStore(plan.out_dir, plan.run_id())
+    if fresh:
+        store.reset()
+    store.write_record(RunRecord(
+        run_id=plan.run_id(), created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), suite=suite.name,
+        suite_config=suite.model_dump(mode="json"), model=plan.model, backend=plan.backend,
+        backend_args={**plan.backend_args, **backend.info()}, tokenizer=str(getattr(backend.tokenizer, "name_or_path", "")),
+        tokenizer_fingerprint=tokenizer_fingerprint(backend.tokenizer), template=renderer.template, seed=suite.seed,
+        truncation=suite.truncation, versions=versions(), command=sys.argv,
+    ))
+    store.open_for_append()
+    done = store.done_ids()
+    todo = [(t, s) for t, s in samples if s.id not in done]
+    # Group by generation budget, longest prompts first: fewer pad tokens, and OOM shows up early.
+    todo.sort(key=lambda ts: (ts[1].max_new_tokens, -ts[1].prompt_tokens))
+    batch_size = getattr(backend, "batch_size", 1)
+    with progress(console) as bar:
+        job = bar.add_task(f"scoring {plan.model}", total=len(samples), completed=len(samples) - len(todo))
+        for i in range(0, len(todo), batch_size):
+            chunk = todo[i : i + batch_size]
+            requests = [Request(s.id, s.prompt, s.max_new_tokens, s.add_special_tokens, s.prompt_tokens) for _, s in chunk]
+            try:
+                preds = backend.generate(requests)
+            except PromptTooLongError:
+                raise
+            store.append([_row(t, s, p) for (t, s), p in zip(chunk, preds)])
+            bar.advance(job, len(chunk))
+    return store
+
+
+def _row(task, s: Sample, p) -> dict[str, Any]:
+    metric = registry.get("metric", s.metric)
+    score = None if p.error else metric(p.text, s.answers)
+    return {
+        "id": s.id, "task": s.task, "category": task.category, "length": s.length, "index": s.index,
+        "depths": list(s.depths), "prompt_hash": s.prompt_hash, "prompt_tokens": p.prompt_tokens or s.prompt_tokens,
+        "max_new_tokens": s.max_new_tokens, "prediction": p.text, "generated_tokens": p.generated_tokens,
+        "seconds": round(p.seconds, 4), "metric": s.metric, "score": score, "empty": is_empty(p.text),
+        "answers": list(s.answers), "truncated_tokens": p.truncated_tokens, "error": p.error,
+    }

@@ -1,0 +1,162 @@
+"""Report plots rendered to PNG bytes.
+
+matplotlib is imported inside each function and figures are drawn through
+``matplotlib.figure.Figure`` (Agg canvas) rather than pyplot, so building a
+report neither costs an import at package load nor changes the caller's
+global backend or figure state.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from .frame import format_length
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure as MplFigure
+
+    from .aggregate import PairedComparison
+
+
+def plot_label(text: object) -> str:
+    """Make arbitrary text literal for matplotlib.
+
+    ``$`` would start mathtext (and can raise on odd input) and a leading ``_``
+    hides a legend entry, so both are neutralised.
+    """
+    text = str(text).replace("$", r"\$")
+    return " " + text if text.startswith("_") else text
+
+
+def _figure(width: float, height: float) -> MplFigure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig: MplFigure) -> bytes:
+    buffer = io.BytesIO()
+    # No Software/URL metadata: the report must carry no external references at all.
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _length_axis(ax, lengths: Sequence[int]) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(lengths))
+    ax.set_xticklabels([format_length(x) for x in lengths])
+    ax.minorticks_off()
+
+
+def length_curves(avgs: pd.DataFrame, *, threshold: float) -> bytes:
+    """Score (%) against length per model, CI error bars, threshold as a dashed line."""
+    fig = _figure(8, 4.8)
+    ax = fig.add_subplot()
+    colours = _colours(avgs["model"].nunique())
+    for colour, (model, group) in zip(
+        colours, avgs.sort_values("length").groupby("model"), strict=True
+    ):
+        x, y = group["length"].to_numpy(), group["mean"].to_numpy() * 100
+        err = np.vstack([y - group["lo"].to_numpy() * 100, group["hi"].to_numpy() * 100 - y])
+        reported = group["source"].iat[0] == "reported"
+        ax.errorbar(
+            x,
+            y,
+            yerr=None if reported else np.nan_to_num(err),
+            color=colour,
+            marker="o",
+            ms=4,
+            capsize=3,
+            lw=1.5,
+            ls="--" if reported else "-",
+            label=plot_label(model),
+        )
+    ax.axhline(
+        threshold, color="grey", ls=":", lw=1, label=plot_label(f"threshold {threshold:.1f}")
+    )
+    _length_axis(ax, sorted(avgs["length"].unique()))
+    ax.set_xlabel("context length (tokens)")
+    ax.set_ylabel("score (%)")
+    ax.set_ylim(0, 102)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    return _png(fig)
+
+
+def _colours(n: int) -> list:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(max(n, 1))]
+
+
+def depth_heatmap(matrix: pd.DataFrame, *, title: str) -> bytes:
+    """Accuracy (%) over needle depth (rows) × length (columns) for one model and task."""
+    values = matrix.to_numpy(dtype=float) * 100
+    fig = _figure(1.6 + 0.75 * values.shape[1], 1.4 + 0.32 * values.shape[0])
+    ax = fig.add_subplot()
+    image = ax.imshow(values, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
+    ax.set_xticks(range(values.shape[1]), [format_length(c) for c in matrix.columns])
+    ax.set_yticks(range(values.shape[0]), [f"{d:g}%" for d in matrix.index])
+    ax.set_xlabel("context length")
+    ax.set_ylabel("needle depth")
+    ax.set_title(plot_label(title), fontsize=9)
+    if values.size <= 400:
+        for (i, j), v in np.ndenumerate(values):
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:.0f}", ha="center", va="center", fontsize=6)
+    fig.colorbar(image, ax=ax, label="accuracy (%)")
+    return _png(fig)
+
+
+def position_curves(curve: pd.DataFrame, *, title: str) -> bytes:
+    """Accuracy (%) by gold position per model with a CI band."""
+    fig = _figure(8, 4)
+    ax = fig.add_subplot()
+    colours = _colours(curve["model"].nunique())
+    for colour, (model, group) in zip(
+        colours, curve.sort_values("position").groupby("model"), strict=True
+    ):
+        x = group["position"].to_numpy()
+        ax.plot(x, group["mean"] * 100, color=colour, marker="o", ms=3, label=plot_label(model))
+        ax.fill_between(x, group["lo"] * 100, group["hi"] * 100, color=colour, alpha=0.2)
+    ax.set_xlabel("gold position")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 102)
+    ax.set_title(plot_label(title), fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, frameon=False)
+    return _png(fig)
+
+
+def forest_plot(comparison: PairedComparison) -> bytes:
+    """Paired differences (points, percentage points) with CIs per length and overall."""
+    labels = [format_length(x) for x in comparison.by_length["length"]] + ["overall"]
+    diffs = np.append(comparison.by_length["diff"].to_numpy(), comparison.overall) * 100
+    lo = np.append(comparison.by_length["lo"].to_numpy(), comparison.overall_lo) * 100
+    hi = np.append(comparison.by_length["hi"].to_numpy(), comparison.overall_hi) * 100
+    y = np.arange(len(labels))[::-1]
+    fig = _figure(7, 1.2 + 0.4 * len(labels))
+    ax = fig.add_subplot()
+    ax.errorbar(
+        diffs, y, xerr=np.vstack([diffs - lo, hi - diffs]), fmt="o", color="#1f5fa8", capsize=3
+    )
+    ax.plot(diffs[-1:], y[-1:], marker="D", ms=8, color="#b22222", ls="none")
+    ax.axvline(0, color="grey", lw=1)
+    ax.set_yticks(y, labels)
+    ax.set_xlabel(
+        plot_label(
+            f"{comparison.model_a} − {comparison.model_b} (points, "
+            f"{comparison.ci:.0%} paired-bootstrap CI)"
+        )
+    )
+    ax.grid(axis="x", alpha=0.3)
+    return _png(fig)

@@ -1,0 +1,187 @@
+"""Threshold grading (effective length) and RULER's weighted-average ranking.
+
+These work on the per-(model, length) frame from
+:func:`leaderboard.aggregate.length_averages` (scores on 0..1); thresholds
+are given in percent (0..100) because that is how papers publish them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from .frame import parse_length
+
+Rule = Literal["contiguous", "max"]
+
+
+def resolve_threshold(avgs: pd.DataFrame, spec: float | int | str) -> float:
+    """Turn a threshold spec into a percentage.
+
+    ``spec`` is a number in 0..100, or a reference to a measured/reported
+    score: ``"model=Llama2 (7B)@4096"`` (RULER's choice: Llama-2-7B at 4K) or
+    ``"run=<run_id>@4K"``. The name is everything between ``=`` and the last
+    ``@``, so names may contain ``=`` or ``@`` themselves.
+    """
+    if isinstance(spec, (int, float, np.integer, np.floating)) and not isinstance(spec, bool):
+        value = float(spec)
+    else:
+        text = str(spec).strip()
+        try:
+            value = float(text)
+        except ValueError:
+            return _reference_threshold(avgs, text)
+    if not 0 <= value <= 100:
+        raise ValueError(f"threshold must be a percentage in 0..100, got {value}")
+    return value
+
+
+def _reference_threshold(avgs: pd.DataFrame, text: str) -> float:
+    kind, sep, rest = text.partition("=")
+    name, at, length_text = rest.rpartition("@")
+    kind = kind.strip()
+    if not sep or not at or kind not in ("model", "run") or not name:
+        raise ValueError(
+            f"threshold {text!r}: expected a number or 'model=NAME@LENGTH' / 'run=RUN_ID@LENGTH'"
+        )
+    try:
+        length = parse_length(length_text)
+    except ValueError:
+        raise ValueError(f"threshold {text!r}: bad length {length_text!r}") from None
+    if kind == "model":
+        rows = avgs[avgs["model"] == name]
+    else:
+        rows = avgs[avgs["run_ids"].fillna("").str.split(",").apply(lambda ids: name in ids)]
+    if rows.empty:
+        raise ValueError(f"threshold {text!r}: no {kind} named {name!r}")
+    at_length = rows[rows["length"] == length]
+    if at_length.empty:
+        have = ", ".join(str(x) for x in sorted(rows["length"].unique()))
+        raise ValueError(
+            f"threshold {text!r}: {kind} {name!r} has no score at {length} (has {have})"
+        )
+    return float(at_length["mean"].mean() * 100)
+
+
+def _above(pct: np.ndarray, threshold: float) -> np.ndarray:
+    """Strictly above; values equal up to float noise (85.6 vs 0.856*100) do not pass."""
+    return (pct > threshold) & ~np.isclose(pct, threshold, rtol=0, atol=1e-9)
+
+
+def _graded_length(lengths: np.ndarray, passes: np.ndarray, rule: Rule) -> int | None:
+    if rule == "max":
+        return int(lengths[passes].max()) if passes.any() else None
+    if not passes[0]:
+        return None
+    failures = np.flatnonzero(~passes)
+    return int(lengths[-1] if failures.size == 0 else lengths[failures[0] - 1])
+
+
+def effective_length(
+    avgs: pd.DataFrame, *, threshold: float | str = 85.6, rule: Rule = "max"
+) -> pd.DataFrame:
+    """Effective context length per model: the longest length still graded above threshold.
+
+    ``rule="max"`` (default) is the paper's definition, "the maximum length
+    exceeding the threshold" (RULER Section 4; its appendix tables 13 and 14
+    count lengths after a dip). ``rule="contiguous"`` is the largest evaluated length L such that
+    the score is strictly above ``threshold`` at every evaluated length <= L,
+    i.e. the length just before the first failure counting up from the
+    shortest. A dip below threshold therefore ends the effective range even if
+    longer lengths recover; the two agree on every row of RULER Table 3.
+
+    Returns one row per model with ``effective_length`` (``<NA>`` when even the
+    shortest length fails), ``effective_length_lower`` (the same rule on the
+    lower CI bound, i.e. what the interval supports; ``<NA>`` also when no CI
+    exists, see ``lower_known``), ``passes_all`` (every evaluated length passed,
+    so the true effective length is at least the longest tested) and the
+    shortest/longest evaluated lengths. ``threshold`` is a percentage or a
+    :func:`resolve_threshold` spec.
+    """
+    if rule not in ("contiguous", "max"):
+        raise ValueError(f"rule must be 'contiguous' or 'max', got {rule!r}")
+    thr = resolve_threshold(avgs, threshold)
+    rows = []
+    for model, group in avgs.sort_values("length").groupby("model", sort=True):
+        lengths = group["length"].to_numpy()
+        passes = _above(group["mean"].to_numpy(dtype=float) * 100, thr)
+        lower = group["lo"].to_numpy(dtype=float)
+        lower_known = bool(np.isfinite(lower).all())
+        lower_len = _graded_length(lengths, _above(lower * 100, thr), rule) if lower_known else None
+        rows.append(
+            (
+                model,
+                _graded_length(lengths, passes, rule),
+                lower_len,
+                lower_known,
+                bool(passes.all()),
+                int(lengths[0]),
+                int(lengths[-1]),
+            )
+        )
+    out = pd.DataFrame(
+        rows,
+        columns=[
+            "model",
+            "effective_length",
+            "effective_length_lower",
+            "lower_known",
+            "passes_all",
+            "shortest",
+            "longest",
+        ],
+    )
+    for col in ("effective_length", "effective_length_lower"):
+        out[col] = out[col].astype("Int64")
+    out.attrs["threshold"] = thr
+    return out
+
+
+def _rank_set(length_sets: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    """The length set most models share (ties: the larger set, then the longer lengths)."""
+    counts = Counter(length_sets.values())
+    return max(counts, key=lambda s: (counts[s], len(s), s))
+
+
+def weighted_averages(avgs: pd.DataFrame) -> pd.DataFrame:
+    """Avg, wAvg(inc) and wAvg(dec) per model, with ranks (1 = best, ties share the min rank).
+
+    Weights are rank-linear over the lengths the model was evaluated at,
+    sorted ascending: 1..n for inc, n..1 for dec, whatever the spacing (4K,
+    16K, 128K -> 1, 2, 3). Because weighted averages over different length
+    sets are not comparable, only models evaluated at the most common length
+    set are ranked (``ranked``); others, such as a 4K-only baseline, get
+    ``<NA>`` ranks, matching how RULER lists Llama-2-7B without a rank.
+    """
+    rows, length_sets = [], {}
+    for model, group in avgs.sort_values("length").groupby("model", sort=True):
+        scores = group["mean"].to_numpy(dtype=float)
+        weights = np.arange(1, scores.size + 1, dtype=float)
+        length_sets[model] = tuple(int(x) for x in group["length"])
+        rows.append(
+            (
+                model,
+                scores.size,
+                float(scores.mean()),
+                float(np.average(scores, weights=weights)),
+                float(np.average(scores, weights=weights[::-1])),
+            )
+        )
+    out = pd.DataFrame(rows, columns=["model", "n_lengths", "avg", "wavg_inc", "wavg_dec"])
+    if out.empty:
+        return out.assign(
+            ranked=pd.Series(dtype=bool),
+            rank_avg=pd.Series(dtype="Int64"),
+            rank_inc=pd.Series(dtype="Int64"),
+            rank_dec=pd.Series(dtype="Int64"),
+        )
+    target = _rank_set(length_sets)
+    out["ranked"] = [length_sets[m] == target for m in out["model"]]
+    for col, rank_col in (("avg", "rank_avg"), ("wavg_inc", "rank_inc"), ("wavg_dec", "rank_dec")):
+        # Rounding keeps float noise from splitting genuine ties.
+        ranks = out.loc[out["ranked"], col].round(10).rank(ascending=False, method="min")
+        out[rank_col] = ranks.reindex(out.index).astype("Int64")
+    return out
