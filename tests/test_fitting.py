@@ -1,0 +1,52 @@
+"""The fitter on synthetic token counts: never over budget, maximal, independent of earlier samples."""
+
+import random
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.fitting import FitState, fit_units
+
+
+def make(costs, fixed, boundary_noise=0):
+    """A fake prompt: `fixed` tokens plus the first n unit costs, +/- a deterministic boundary effect."""
+    cum = [0]
+    for c in costs:
+        cum.append(cum[-1] + c)
+
+    def build(n):
+        return n, None
+
+    def count(n):
+        return fixed + cum[n] + (boundary_noise if n % 3 == 0 else 0)
+
+    return build, count, (lambda n: float(cum[n]))
+
+
+@pytest.mark.parametrize("budget", [100, 1000, 4000, 131072])
+def test_exact_estimate_takes_one_tokenization_and_is_maximal(budget):
+    rng = random.Random(budget)
+    costs = [rng.randint(1, 30) for _ in range(20000)]
+    build, count, est = make(costs, fixed=37)
+    state = FitState()
+    f = fit_units(budget=budget, build=build, estimate=est, count=count, count_short=count, state=state, max_units=len(costs))
+    assert f.tokens <= budget
+    assert f.n == len(costs) or count(f.n + 1) > budget  # maximal
+    assert state.tokenizations == 1
+
+
+def test_noisy_estimate_still_never_exceeds_and_is_order_independent():
+    costs = [5 + (i * 7919) % 11 for i in range(5000)]
+    build, count, est = make(costs, fixed=50, boundary_noise=3)
+    a = fit_units(budget=9000, build=build, estimate=est, count=count, count_short=count, state=FitState(), max_units=5000)
+    warmed = FitState()
+    for b in (500, 7000, 9000):
+        fit_units(budget=b, build=build, estimate=est, count=count, count_short=count, state=warmed, max_units=5000)
+    b = fit_units(budget=9000, build=build, estimate=est, count=count, count_short=count, state=warmed, max_units=5000)
+    assert a.tokens <= 9000 and a == b
+
+
+def test_too_short_is_a_clear_error():
+    build, count, est = make([10] * 10, fixed=500)
+    with pytest.raises(ConfigError, match="too short"):
+        fit_units(budget=100, build=build, estimate=est, count=count, state=FitState(), max_units=10)
