@@ -41,6 +41,23 @@ class Suite(BaseModel):
     def _strings_are_tasks(cls, v):
         return [{"task": t} if isinstance(t, str) else t for t in v] if isinstance(v, list) else v
 
+    @field_validator("lengths", mode="before")
+    @classmethod
+    def _range(cls, v):
+        """A list, or {start, stop, num, spacing: linear|geometric}."""
+        if not isinstance(v, dict):
+            return v
+        unknown = set(v) - {"start", "stop", "num", "spacing"}
+        if unknown or not {"start", "stop", "num"} <= set(v):
+            raise ValueError("a range needs start, stop, num and optionally spacing (linear or geometric)")
+        import numpy as np
+
+        start, stop, num, spacing = int(v["start"]), int(v["stop"]), int(v["num"]), v.get("spacing", "geometric")
+        if spacing not in ("linear", "geometric") or num < 1 or start < 1 or stop < start:
+            raise ValueError("range: need 1 <= start <= stop, num >= 1, spacing linear or geometric")
+        pts = np.geomspace(start, stop, num) if spacing == "geometric" else np.linspace(start, stop, num)
+        return [int(round(x)) for x in pts]
+
     @field_validator("lengths")
     @classmethod
     def _positive(cls, v):

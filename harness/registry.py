@@ -18,7 +18,7 @@ _REGISTRY: dict[str, dict[str, Callable[..., Any]]] = {k: {} for k in KINDS}
 
 # Modules whose import registers entries. Cheap: none of them imports torch at module level.
 _PROVIDERS = {
-    "task": ["tasks.ruler"],
+    "task": ["tasks.ruler", "tasks.niah_grid", "tasks.kv"],
     "backend": ["harness.backends"],
     "metric": ["harness.metrics"],
     "trainer": ["trainers"],

@@ -61,13 +61,14 @@ class RunPlan:
 
 def make_samples(suite: Suite, ctx: GenContext, console: Console) -> list[tuple[Any, Sample]]:
     tasks = [build_task(spec) for spec in suite.tasks]
-    total = len(tasks) * len(suite.lengths) * suite.samples
+    counts = [getattr(t, "samples_per_length", lambda: suite.samples)() for t in tasks]
+    total = sum(counts) * len(suite.lengths)
     out = []
     with progress(console) as bar:
         job = bar.add_task("generating samples", total=total)
-        for task in tasks:
+        for task, n in zip(tasks, counts):
             for length in suite.lengths:
-                for s in datasets.generate(task, length=length, indices=range(suite.samples), seed=suite.seed, ctx=ctx,
+                for s in datasets.generate(task, length=length, indices=range(n), seed=suite.seed, ctx=ctx,
                                            on_sample=lambda: bar.advance(job)):
                     out.append((task, s))
     return out
@@ -98,8 +99,9 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None) -
     store.open_for_append()
     done = store.done_ids()
     todo = [(t, s) for t, s in samples if s.id not in done]
-    # Group by generation budget, longest prompts first: fewer pad tokens, and OOM shows up early.
-    todo.sort(key=lambda ts: (ts[1].max_new_tokens, -ts[1].prompt_tokens))
+    # Group by generation budget, longest first (fewer pad tokens; OOM shows early), then by prompt text,
+    # so prompts that share a prefix (depth grids, shared haystacks) are adjacent for prefix caches.
+    todo.sort(key=lambda ts: (ts[1].max_new_tokens, -ts[1].length, ts[1].prompt))
     batch_size = getattr(backend, "batch_size", 1)
     with progress(console) as bar:
         job = bar.add_task(f"scoring {plan.model}", total=len(samples), completed=len(samples) - len(todo))
@@ -124,4 +126,5 @@ def _row(task, s: Sample, p) -> dict[str, Any]:
         "max_new_tokens": s.max_new_tokens, "prediction": p.text, "generated_tokens": p.generated_tokens,
         "seconds": round(p.seconds, 4), "metric": s.metric, "score": score, "empty": is_empty(p.text),
         "answers": list(s.answers), "truncated_tokens": p.truncated_tokens, "error": p.error,
+        "depth": s.meta.get("depth"), "position": s.meta.get("position"),
     }

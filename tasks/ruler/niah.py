@@ -35,6 +35,7 @@ class NiahArgs(TaskArgs):
     tokens_to_generate: int = Field(128, ge=1)
     template: str = TEMPLATE
     answer_prefix: str = ANSWER_PREFIX
+    needle: str = Field(NEEDLE, description="needle sentence with {type_v}, {key} and {value} placeholders")
 
     @model_validator(mode="after")
     def _check(self):
@@ -81,7 +82,7 @@ class Niah(Task):
             if k not in keys:
                 keys.append(k)
         values = [[_random_value(a.value_type, rng, words) for _ in range(a.num_values)] for _ in keys]
-        needles = [NEEDLE.format(type_v=a.value_type, key=k, value=v) for k, vs in zip(keys, values) for v in vs]
+        needles = [a.needle.format(type_v=a.value_type, key=k, value=v) for k, vs in zip(keys, values) for v in vs]
         rng.shuffle(needles)
         queried = rng.sample(range(num_keys), a.num_queries)
         queries = [keys[i] for i in queried]

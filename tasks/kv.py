@@ -1,0 +1,107 @@
+"""JSON key-value retrieval (Liu et al. 2023, "Lost in the Middle"; used by SPLICE, Figure 3).
+
+A JSON object of random UUID keys -> UUID values; the gold key sits at a controlled position and the
+question asks for its value. Either a fixed number of pairs (75, 140, 300 in the papers) or as many
+as fit the target length. A sample's index picks the gold position: positions[index % len(positions)].
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from harness.errors import ConfigError
+from harness.fitting import fit_units
+from harness.registry import register
+from tasks.base import GenContext, Task, TaskArgs
+
+TEMPLATE = 'Extract the value corresponding to the specified key in the JSON object below.\n\nJSON data:\n{context}\n\nKey: "{key}"\nCorresponding value:'
+
+
+class KVArgs(TaskArgs):
+    num_pairs: int | None = Field(None, ge=2, description="pairs in the object (75, 140, 300 in the papers); unset = fill the length")
+    positions: list[float] | int = Field(5, description="gold positions as fractions 0..1 of the object, or N evenly spaced")
+    samples_per_position: int = Field(1, ge=1)
+    tokens_to_generate: int = Field(48, ge=1, description="a UUID is ~25 tokens")
+    template: str = TEMPLATE
+    answer_prefix: str = ""
+
+    @field_validator("positions")
+    @classmethod
+    def _positions(cls, v):
+        if isinstance(v, int):
+            if v < 1:
+                raise ValueError("positions: a positive count, or fractions between 0 and 1")
+            return v
+        if not v or any(not 0 <= p <= 1 for p in v):
+            raise ValueError("positions: each position is a fraction between 0 (first pair) and 1 (last pair)")
+        return v
+
+    def position_list(self) -> list[float]:
+        if isinstance(self.positions, int):
+            return [float(x) for x in np.linspace(0, 1, self.positions)] if self.positions > 1 else [0.5]
+        return [float(p) for p in self.positions]
+
+
+def _uuid(rng) -> str:
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def format_records(records: list[tuple[str, str]]) -> str:
+    """The lost-in-the-middle JSON layout: one pair per line, inside braces."""
+    return "{" + ",\n ".join(json.dumps(k) + ": " + json.dumps(v) for k, v in records) + "}"
+
+
+class KVRetrieval(Task):
+    Args = KVArgs
+    category = "retrieval"
+    metric = "string_match_all"
+
+    def samples_per_length(self) -> int:
+        return len(self.args.position_list()) * self.args.samples_per_position
+
+    def generate(self, *, length: int, index: int, seed: int, ctx: GenContext):
+        a = self.args
+        grid = a.position_list()
+        frac = grid[index % len(grid)]
+        rng, _ = self.rngs(length, index, seed)
+        budget = length - a.tokens_to_generate
+        probe = random.Random(0)  # a fixed probe, so the sample's own rng is untouched
+        per_pair = ctx.cached(("kv-pair-cost",), lambda: float(np.mean(ctx.piece_counts(
+            [",\n " + json.dumps(_uuid(probe)) + ": " + json.dumps(_uuid(probe)) for _ in range(64)]))))
+        cap = a.num_pairs or int(budget / per_pair * 1.2) + 8
+        pairs = [(_uuid(rng), _uuid(rng)) for _ in range(cap)]
+        costs = ctx.piece_counts([",\n " + json.dumps(k) + ": " + json.dumps(v) for k, v in pairs])
+        cum = np.concatenate([[0], np.cumsum(costs)])
+        gold_key, gold_value = pairs[0]
+
+        def build(n: int):
+            n = max(n, 1)
+            pos = min(n - 1, int(round(frac * (n - 1))))
+            records = pairs[1:n]
+            records.insert(pos, (gold_key, gold_value))
+            text = a.template.format(context=format_records(records), key=gold_key)
+            return ctx.renderer.render(text, a.answer_prefix), pos
+
+        if a.num_pairs:
+            rendered, pos = build(a.num_pairs)
+            tokens = ctx.count(rendered)
+            if tokens > budget:
+                raise ConfigError(f"{self.name}: {a.num_pairs} pairs need {tokens + a.tokens_to_generate} tokens > length {length}; raise the length")
+            n = a.num_pairs
+        else:
+            fitted = fit_units(budget=budget, build=build, estimate=lambda n: float(cum[min(max(n, 1), cap)]), count=ctx.count,
+                               count_short=ctx.count_short, state=self.fit_state(ctx, length), max_units=cap, min_units=2, what=self.name)
+            rendered, tokens, n, pos = fitted.text, fitted.tokens, fitted.n, fitted.extra
+        depth = 100 * pos / max(n - 1, 1)
+        return self.make_sample(length=length, index=index, text=rendered, tokens=tokens, answers=[gold_value], depths=[depth],
+                                meta={"position": pos, "num_pairs": n, "depth": round(100 * frac, 2)})
+
+
+@register("task", "kv/retrieval")
+def kv_retrieval(**args):
+    return KVRetrieval("kv/retrieval", KVArgs(**args))

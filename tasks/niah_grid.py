@@ -1,0 +1,81 @@
+"""Kamradt-style needle-in-a-haystack over a length × depth grid (`niah/single`, `niah/multi`).
+
+A sample's index picks its grid cell: depth = depths[index % len(depths)], repeated samples_per_cell
+times. The default needle is RULER's key-value needle, so scoring is exact substring match, not an
+LLM judge. Every prompt of one length shares the haystack prefix up to its first needle, so a
+backend with prefix caching reuses it when requests are ordered by prompt (the runner does this).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from harness.registry import register
+from tasks.base import GenContext, Task, TaskArgs
+from tasks.ruler.niah import ANSWER_PREFIX, NEEDLE, TEMPLATE, Niah, NiahArgs
+
+
+class GridArgs(TaskArgs):
+    depths: list[float] | int = Field(11, description="depth percentages, or N for N evenly spaced depths from 0 to 100")
+    samples_per_cell: int = Field(1, ge=1, description="samples at each (length, depth) cell")
+    num_needles: int = Field(1, ge=1, description="needles per prompt; >1 spreads them from the cell's depth to 100 and scores recall")
+    haystack: str | None = Field(None, description="text file or directory of .txt files; default: the Paul Graham essays")
+    key_type: Literal["words", "numbers", "uuids"] = Field("words", description="type of the needle key")
+    value_type: Literal["words", "numbers", "uuids"] = Field("numbers", description="type of the needle value")
+    needle: str = Field(NEEDLE, description="needle with {type_v}, {key}, {value} placeholders")
+    template: str = TEMPLATE
+    answer_prefix: str = ANSWER_PREFIX
+    tokens_to_generate: int = Field(64, ge=1)
+
+    @field_validator("depths")
+    @classmethod
+    def _depths(cls, v):
+        if isinstance(v, int):
+            if v < 1:
+                raise ValueError("depths: give a list of percentages or a positive count")
+            return v
+        if not v or any(not 0 <= d <= 100 for d in v):
+            raise ValueError("depths: each depth must be a percentage between 0 and 100")
+        return v
+
+    def depth_list(self) -> list[float]:
+        if isinstance(self.depths, int):
+            return [float(x) for x in np.round(np.linspace(0, 100, self.depths), 2)] if self.depths > 1 else [50.0]
+        return [float(d) for d in self.depths]
+
+
+class NiahGrid(Task):
+    Args = GridArgs
+    category = "retrieval"
+    metric = "string_match_all"
+
+    def samples_per_length(self) -> int:
+        return len(self.args.depth_list()) * self.args.samples_per_cell
+
+    def generate(self, *, length: int, index: int, seed: int, ctx: GenContext):
+        a = self.args
+        grid = a.depth_list()
+        depth = grid[index % len(grid)]
+        k = a.num_needles
+        depths = [depth] if k == 1 else [float(d) for d in np.linspace(depth, 100.0, k)]  # spread to the end
+        inner = Niah(self.name, NiahArgs(
+            haystack="essay", essays=a.haystack, key_type=a.key_type, value_type=a.value_type, num_keys=k, num_queries=k,
+            depths=depths, tokens_to_generate=a.tokens_to_generate, template=a.template, answer_prefix=a.answer_prefix,
+            needle=a.needle,
+        ))
+        s = inner.generate(length=length, index=index // len(grid), seed=seed, ctx=ctx)
+        meta = {**s.meta, "depth": depth}
+        return type(s)(**{**s.__dict__, "index": index, "meta": meta})
+
+
+@register("task", "niah/single")
+def niah_single(**args):
+    return NiahGrid("niah/single", GridArgs(**args))
+
+
+@register("task", "niah/multi")
+def niah_multi(**args):
+    return NiahGrid("niah/multi", GridArgs(**{"num_needles": 3, **args}))
