@@ -46,6 +46,11 @@ class GenContext:
         """Token counts of many short pieces in one batched call (no special tokens)."""
         if not pieces:
             return np.zeros(0, dtype=np.int64)
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is not None and hasattr(backend, "encode_batch_fast"):
+            # the Rust tokenizer directly: same ids, about half the time (no Python-side conversion)
+            enc = backend.encode_batch_fast(pieces, add_special_tokens=False)
+            return np.fromiter((len(e.ids) for e in enc), dtype=np.int64, count=len(enc))
         ids = self.tokenizer(pieces, add_special_tokens=False)["input_ids"]
         return np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
 

@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -127,3 +128,20 @@ def nearest_boundary(boundaries: np.ndarray, positions: np.ndarray, target: floa
     i = int(np.searchsorted(positions, target))
     best = min((j for j in (i - 1, i) if 0 <= j < len(positions)), key=lambda j: abs(positions[j] - target))
     return int(boundaries[best])
+
+
+def sequence_cum(ctx, key: tuple, piece: Callable[[int], str], n: int) -> np.ndarray:
+    """Prefix sums of the token costs of piece(0), piece(1), ...: cum[i] = tokens of the first i pieces.
+
+    For endless deterministic sequences (list numbering " 12.", document headers...): the costs are
+    computed in doubling blocks with one batched call and cached on ctx (so per tokenizer) under key,
+    which must identify `piece`. Returns at least n + 1 entries.
+    """
+    holder = ctx.cached(("sequence-cum", *key), lambda: {"cum": np.zeros(1, dtype=np.int64)})
+    cum = holder["cum"]
+    have = len(cum) - 1
+    if have < n:
+        size = max(n, 2 * have, 1024)
+        costs = ctx.piece_counts([piece(i) for i in range(have, size)])
+        holder["cum"] = cum = np.concatenate([cum, cum[-1] + np.cumsum(costs)])
+    return cum

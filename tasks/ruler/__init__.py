@@ -7,7 +7,11 @@ Every parameter of a family is a task argument, so a suite can build harder vari
 from __future__ import annotations
 
 from harness.registry import register
+from tasks.ruler.cwe import CommonWords
+from tasks.ruler.fwe import FrequentWords
 from tasks.ruler.niah import Niah
+from tasks.ruler.qa import QA
+from tasks.ruler.vt import VariableTracking
 
 PRESETS: dict[str, tuple[type, dict]] = {
     "niah_single_1": (Niah, dict(haystack="noise", key_type="words", value_type="numbers")),
@@ -18,6 +22,11 @@ PRESETS: dict[str, tuple[type, dict]] = {
     "niah_multikey_3": (Niah, dict(haystack="needle", key_type="uuids", value_type="uuids")),
     "niah_multivalue": (Niah, dict(haystack="essay", key_type="words", value_type="numbers", num_values=4)),
     "niah_multiquery": (Niah, dict(haystack="essay", key_type="words", value_type="numbers", num_queries=4)),
+    "vt": (VariableTracking, dict(haystack="noise", num_chains=1, num_hops=4)),
+    "cwe": (CommonWords, dict(freq_cw=30, freq_ucw=3, num_cw=10)),
+    "fwe": (FrequentWords, dict(alpha=2.0)),
+    "qa_1": (QA, dict(dataset="squad")),
+    "qa_2": (QA, dict(dataset="hotpotqa")),
 }
 
 
