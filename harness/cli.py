@@ -103,6 +103,7 @@ def generate(
     arg: list[str] = typer.Option([], "--arg", help="task argument KEY=VALUE (repeatable)"),
     template: str = typer.Option("auto"),
     data_dir: Optional[Path] = typer.Option(None, help="local data dir; env CTXBENCH_DATA_DIR"),
+    verify: str = typer.Option("full", help="full: tokenize every prompt; first: only the first, then trust exact piece counts"),
 ):
     """Write a task's samples as JSON lines (the exact prompts a model would see)."""
     from harness import datasets
@@ -115,7 +116,9 @@ def generate(
         raise ConfigError("--length must be >= 64 and --samples >= 1")
     t = build_task(TaskSpec(task=task, args=_kv(arg, "--arg")), where="--task")
     tok = load_tokenizer(tokenizer)
-    ctx = GenContext(tok, PromptRenderer(tok, template), data_dir=_data_dir(data_dir))
+    if verify not in ("full", "first"):
+        raise ConfigError("--verify: use full or first")
+    ctx = GenContext(tok, PromptRenderer(tok, template), data_dir=_data_dir(data_dir), verify=verify)
     rows = datasets.generate(t, length=length, indices=range(samples), seed=seed, ctx=ctx)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_file.with_name(out_file.name + ".tmp")

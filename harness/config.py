@@ -34,6 +34,7 @@ class Suite(BaseModel):
     samples: int = Field(ge=1, description="samples per task and length")
     template: str = Field("auto", description="auto, chat, or a plain template name for base models")
     truncation: str = Field("refuse", description="refuse: error on over-long prompts; middle: cut the middle, recorded")
+    verify: str = Field("full", description="full: tokenize every generated prompt; first: only the first per task and length")
     tasks: list[TaskSpec] = Field(min_length=1)
 
     @field_validator("tasks", mode="before")
@@ -65,6 +66,13 @@ class Suite(BaseModel):
             if x < 64:
                 raise ValueError(f"each length must be at least 64 tokens, got {x}")
         return sorted(set(v))
+
+    @field_validator("verify")
+    @classmethod
+    def _verify(cls, v):
+        if v not in ("full", "first"):
+            raise ValueError(f"must be 'full' or 'first', got {v!r}")
+        return v
 
     @field_validator("truncation")
     @classmethod

@@ -29,6 +29,7 @@ def dataset_key(task, *, length: int, seed: int, ctx) -> str:
         "template": ctx.renderer.template,
         "system": ctx.renderer.system,
         "data_dir": str(ctx.data_dir) if ctx.data_dir else None,
+        "verify": ctx.verify,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 

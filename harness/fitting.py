@@ -20,8 +20,15 @@ from harness.errors import ConfigError
 
 @dataclass
 class FitState:
-    """Counters per task and length, for diagnostics and the benchmark."""
+    """Per task and length: counters, and whether the piece-count estimate proved exact.
 
+    verify="full" tokenizes every accepted prompt (the guarantee rests on a real count).
+    verify="first" tokenizes the first sample in full; if its count equals the estimate exactly,
+    later samples trust the estimate and skip the full tokenization (about 0 per sample).
+    """
+
+    verify: str = "full"
+    exact: bool | None = None
     tokenizations: int = 0
     samples: int = 0
 
@@ -66,8 +73,11 @@ def fit_units(
     state.samples += 1
     # The fixed part (template, question, needles) is measured on this sample's own short prompt,
     # so the only estimate left is the haystack's, which comes from exact per-piece counts.
-    offset = (count_short or count)(build(min_units)[0]) - estimate(min_units)
+    offset = base = (count_short or count)(build(min_units)[0]) - estimate(min_units)
     n = _largest(lambda k: offset + estimate(k), budget, min_units, max_units)
+    if state.verify == "first" and state.exact:
+        text, extra = build(n)
+        return Fitted(n, text, int(round(offset + estimate(n))), extra)
     best: Fitted | None = None
     over: int | None = None  # smallest n known to overshoot
     for _ in range(16):
@@ -89,4 +99,6 @@ def fit_units(
         n = min(max(_largest(lambda k: offset + estimate(k), budget, min_units, max_units), lo), hi)
     if best is None:
         raise ConfigError(f"length: {budget} tokens (after reserving generation) is too short for {what}; use a larger length")
+    exact = best.tokens == round(base + estimate(best.n))
+    state.exact = exact if state.exact is None else (state.exact and exact)
     return best

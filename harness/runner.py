@@ -79,7 +79,7 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None) -
     suite = plan.suite
     backend = registry.get("backend", plan.backend, field="backend")(model=plan.model, truncation=suite.truncation, **plan.backend_args)
     renderer = PromptRenderer(backend.tokenizer, suite.template)
-    ctx = GenContext(backend.tokenizer, renderer, data_dir=plan.data_dir)
+    ctx = GenContext(backend.tokenizer, renderer, data_dir=plan.data_dir, verify=suite.verify)
     samples = make_samples(suite, ctx, console)
     if suite.truncation == "refuse":  # refuse before any work is stored, not half-way through
         for _, s in samples:

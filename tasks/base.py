@@ -33,6 +33,7 @@ class GenContext:
     fit_states: dict[tuple, FitState] = field(default_factory=dict)
     memo: dict[tuple, Any] = field(default_factory=dict)
     full_tokenizations: int = 0
+    verify: str = "full"  # or "first": trust exact piece counts after the first sample (see FitState)
 
     def count(self, rendered: Rendered) -> int:
         self.full_tokenizations += 1
@@ -89,7 +90,7 @@ class Task:
         return random.Random(s), np.random.default_rng(s)
 
     def fit_state(self, ctx: GenContext, length: int) -> FitState:
-        return ctx.fit_states.setdefault((self.name, json.dumps(self.args_json(), sort_keys=True), length), FitState())
+        return ctx.fit_states.setdefault((self.name, json.dumps(self.args_json(), sort_keys=True), length), FitState(verify=ctx.verify))
 
     def make_sample(self, *, length: int, index: int, text: Rendered, tokens: int, answers, depths=(), meta=None) -> Sample:
         return Sample(

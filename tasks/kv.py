@@ -51,6 +51,11 @@ def _uuid(rng) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
+def _piece(key: str, value: str) -> str:
+    """One record as the tokenizer sees it in context: cut after the newline, a pre-token boundary."""
+    return " " + json.dumps(key) + ": " + json.dumps(value) + ",\n"
+
+
 def format_records(records: list[tuple[str, str]]) -> str:
     """The lost-in-the-middle JSON layout: one pair per line, inside braces."""
     return "{" + ",\n ".join(json.dumps(k) + ": " + json.dumps(v) for k, v in records) + "}"
@@ -72,10 +77,10 @@ class KVRetrieval(Task):
         budget = length - a.tokens_to_generate
         probe = random.Random(0)  # a fixed probe, so the sample's own rng is untouched
         per_pair = ctx.cached(("kv-pair-cost",), lambda: float(np.mean(ctx.piece_counts(
-            [",\n " + json.dumps(_uuid(probe)) + ": " + json.dumps(_uuid(probe)) for _ in range(64)]))))
+            [_piece(_uuid(probe), _uuid(probe)) for _ in range(64)]))))
         cap = a.num_pairs or int(budget / per_pair * 1.2) + 8
         pairs = [(_uuid(rng), _uuid(rng)) for _ in range(cap)]
-        costs = ctx.piece_counts([",\n " + json.dumps(k) + ": " + json.dumps(v) for k, v in pairs])
+        costs = ctx.piece_counts([_piece(k, v) for k, v in pairs])
         cum = np.concatenate([[0], np.cumsum(costs)])
         gold_key, gold_value = pairs[0]
 

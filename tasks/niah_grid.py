@@ -66,6 +66,7 @@ class NiahGrid(Task):
             depths=depths, tokens_to_generate=a.tokens_to_generate, template=a.template, answer_prefix=a.answer_prefix,
             needle=a.needle,
         ))
+        inner.fit_state = lambda c, n: self.fit_state(c, n)  # one fit state per grid task and length, not per cell
         s = inner.generate(length=length, index=index // len(grid), seed=seed, ctx=ctx)
         meta = {**s.meta, "depth": depth}
         return type(s)(**{**s.__dict__, "index": index, "meta": meta})

@@ -422,3 +422,23 @@ def test_determinism_across_order(smol_tokenizer, data_dir):
         assert (s.prompt, s.answers, s.depths, s.prompt_tokens) == (t.prompt, t.answers, t.depths, t.prompt_tokens), key
     assert len({s.prompt for s in a.values()}) == len(a)
     assert np.all([s.length == 2048 for s in a.values()])
+
+
+def test_trusting_exact_piece_counts_gives_identical_samples(smol_tokenizer, data_dir):
+    """verify='first' tokenizes only the first sample per task and length, and changes nothing."""
+    from harness import registry
+    from harness.prompting import PromptRenderer
+    from tasks.base import GenContext
+
+    full = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer), data_dir=data_dir)
+    first = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer), data_dir=data_dir, verify="first")
+    for name in registry.names("task"):
+        task = registry.get("task", name)()
+        for length in (2048, 8192):
+            a = [task.generate(length=length, index=i, seed=5, ctx=full).to_json() for i in range(4)]
+            before = first.full_tokenizations
+            b = [task.generate(length=length, index=i, seed=5, ctx=first).to_json() for i in range(4)]
+            assert a == b, name
+            assert first.full_tokenizations - before <= 1 + 1, name  # the first sample, plus at most one retry
+            for s in b:
+                assert len(smol_tokenizer(s["prompt"], add_special_tokens=False)["input_ids"]) == s["prompt_tokens"]
