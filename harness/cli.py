@@ -10,50 +10,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
+from harness.cli_common import _data_dir, _ints, _kv, err, out
 from harness.errors import ConfigError, CtxbenchError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Measure how much of its context a language model can really use.")
-err = Console(stderr=True)
-out = Console()
-
-
-def parse_length(text: str) -> int:
-    """1024, 4k/4K (=4096), 1m/1M (=1048576)."""
-    t = text.strip().lower()
-    mult = {"k": 1024, "m": 1024 * 1024}.get(t[-1:], 1)
-    return int(t[:-1] if mult > 1 else t) * mult
-
-
-def _ints(value: Optional[str], field: str) -> Optional[list[int]]:
-    if not value:
-        return None
-    try:
-        return [parse_length(x) for x in value.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"{field}: expected comma-separated lengths like 1024,2048 or 4k,8k, got {value!r}") from None
-
-
-def _kv(items: list[str], field: str) -> dict:
-    outd = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"{field}: expected KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        try:
-            outd[k.strip()] = json.loads(v)
-        except json.JSONDecodeError:
-            outd[k.strip()] = v
-    return outd
-
-
-def _data_dir(value: Optional[Path]) -> Optional[Path]:
-    value = value or (Path(os.environ["CTXBENCH_DATA_DIR"]) if os.environ.get("CTXBENCH_DATA_DIR") else None)
-    if value is not None and not value.is_dir():
-        raise ConfigError(f"--data-dir: {value} is not a directory")
-    return value
 
 
 @app.command()
@@ -129,55 +91,6 @@ def generate(
     err.print(f"wrote {len(rows)} samples to {out_file}")
 
 
-board_app = typer.Typer(help="Leaderboards from the results store: tables, curves, heatmaps.", no_args_is_help=True)
-app.add_typer(board_app, name="board")
-
-
-@board_app.command("build")
-def board_build(
-    runs_dir: Path = typer.Option(Path("runs"), "--store", help="results store directory"),
-    runs: Optional[str] = typer.Option(None, help="comma-separated run ids (default: every run in the store)"),
-    out_dir: Path = typer.Option(Path("board"), "--out", help="where to write leaderboard.md, index.html, results.csv/json"),
-    threshold: str = typer.Option("85.6", help="effective-length threshold: a score, or 'model=NAME@4096'"),
-    compare: list[str] = typer.Option([], help="paired comparison 'MODEL_A:MODEL_B' (repeatable)"),
-    title: str = typer.Option("ctxbench leaderboard"),
-):
-    """Build the leaderboard report from runs (and imported published results)."""
-    import pandas as pd
-
-    from harness.board import examples, reported_frame, runs_frame
-    from leaderboard import build_report
-
-    measured = runs_frame(runs_dir, [r for r in runs.split(",") if r] if runs else None)
-    df = pd.concat([x for x in (measured, reported_frame(runs_dir)) if not x.empty], ignore_index=True) if not (
-        measured.empty and reported_frame(runs_dir).empty) else measured
-    if df.empty:
-        raise ConfigError(f"board build: no scored runs in {runs_dir}; run `ctxbench score` first or `ctxbench board import`")
-    pairs = []
-    for c in compare:
-        if ":" not in c:
-            raise ConfigError(f"--compare: expected MODEL_A:MODEL_B, got {c!r}")
-        pairs.append(tuple(c.split(":", 1)))
-    thr: float | str = float(threshold) if threshold.replace(".", "", 1).isdigit() else threshold
-    try:
-        report = build_report(df, out_dir=out_dir, threshold=thr, title=title, comparisons=pairs, examples=examples(measured))
-    except (ValueError, KeyError) as e:
-        raise ConfigError(f"board build: {e}") from None
-    out.print(f"wrote {report.markdown}, {report.html}, {report.csv}, {report.json}")
-
-
-@board_app.command("import")
-def board_import(
-    csv: Path = typer.Argument(..., help="CSV with columns model, task (or avg), length, score[, claimed_length]"),
-    runs_dir: Path = typer.Option(Path("runs"), "--store", help="results store directory"),
-):
-    """Add published results (marked 'reported') so they sit in the same table as measured runs."""
-    from harness.board import import_reported
-
-    n = import_reported(runs_dir, csv)
-    out.print(f"imported {n} reported rows from {csv}")
-
-
 @app.command("tasks")
 def list_tasks():
     """List registered tasks."""
@@ -185,6 +98,20 @@ def list_tasks():
 
     for name in registry.names("task"):
         out.print(name)
+
+
+def _load_commands() -> None:
+    """Each module in harness/commands/ adds its commands with register(app, helpers)."""
+    import importlib
+    import pkgutil
+
+    import harness.commands as pkg
+
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        importlib.import_module(f"harness.commands.{info.name}").register(app)
+
+
+_load_commands()
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import pkgutil
 from collections.abc import Callable
 from typing import Any
 
@@ -16,13 +17,15 @@ from harness.errors import ConfigError
 KINDS = ("task", "backend", "metric", "trainer")
 _REGISTRY: dict[str, dict[str, Callable[..., Any]]] = {k: {} for k in KINDS}
 
-# Modules whose import registers entries. Cheap: none of them imports torch at module level.
+# Packages whose modules register entries on import; every module below them is imported (once).
+# Cheap by contract: a module never imports torch, vllm or other heavy stacks at module level.
 _PROVIDERS = {
-    "task": ["tasks.ruler", "tasks.niah_grid", "tasks.kv"],
+    "task": ["tasks"],
     "backend": ["harness.backends"],
-    "metric": ["harness.metrics"],
+    "metric": ["harness.metrics", "tasks"],
     "trainer": ["trainers"],
 }
+_LOADED: set[str] = set()
 
 
 def register(kind: str, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -39,8 +42,15 @@ def register(kind: str, name: str) -> Callable[[Callable[..., Any]], Callable[..
 
 
 def _load(kind: str) -> None:
-    for mod in _PROVIDERS[kind]:
-        importlib.import_module(mod)
+    for name in _PROVIDERS[kind]:
+        if name in _LOADED:
+            continue
+        _LOADED.add(name)
+        mod = importlib.import_module(name)
+        if hasattr(mod, "__path__"):  # a package: import every module below it
+            for info in pkgutil.walk_packages(mod.__path__, prefix=name + "."):
+                if not info.name.rsplit(".", 1)[-1].startswith("_"):
+                    importlib.import_module(info.name)
 
 
 def names(kind: str) -> list[str]:

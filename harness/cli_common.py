@@ -1,0 +1,53 @@
+"""Helpers shared by CLI command modules: consoles and parsers of CLI values."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+from rich.console import Console
+
+from harness.errors import ConfigError
+
+err = Console(stderr=True)
+out = Console()
+
+
+def parse_length(text: str) -> int:
+    """1024, 4k/4K (=4096), 1m/1M (=1048576)."""
+    t = text.strip().lower()
+    mult = {"k": 1024, "m": 1024 * 1024}.get(t[-1:], 1)
+    return int(t[:-1] if mult > 1 else t) * mult
+
+
+def _ints(value: Optional[str], field: str) -> Optional[list[int]]:
+    if not value:
+        return None
+    try:
+        return [parse_length(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"{field}: expected comma-separated lengths like 1024,2048 or 4k,8k, got {value!r}") from None
+
+
+def _kv(items: list[str], field: str) -> dict:
+    outd = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"{field}: expected KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            outd[k.strip()] = json.loads(v)
+        except json.JSONDecodeError:
+            outd[k.strip()] = v
+    return outd
+
+
+def _data_dir(value: Optional[Path]) -> Optional[Path]:
+    value = value or (Path(os.environ["CTXBENCH_DATA_DIR"]) if os.environ.get("CTXBENCH_DATA_DIR") else None)
+    if value is not None and not value.is_dir():
+        raise ConfigError(f"--data-dir: {value} is not a directory")
+    return value
+
+

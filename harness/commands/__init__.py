@@ -1,0 +1,1 @@
+"""CLI command groups. Each module defines register(app); harness.cli loads them all."""

@@ -1,0 +1,64 @@
+"""`ctxbench board build|import`: leaderboards from the results store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from harness.cli_common import out
+from harness.errors import ConfigError
+
+board_app = typer.Typer(help="Leaderboards from the results store: tables, curves, heatmaps.", no_args_is_help=True)
+
+
+@board_app.command("build")
+def board_build(
+    runs_dir: Path = typer.Option(Path("runs"), "--store", help="results store directory"),
+    runs: Optional[str] = typer.Option(None, help="comma-separated run ids (default: every run in the store)"),
+    out_dir: Path = typer.Option(Path("board"), "--out", help="where to write leaderboard.md, index.html, results.csv/json"),
+    threshold: str = typer.Option("85.6", help="effective-length threshold: a score, or 'model=NAME@4096'"),
+    compare: list[str] = typer.Option([], help="paired comparison 'MODEL_A:MODEL_B' (repeatable)"),
+    title: str = typer.Option("ctxbench leaderboard"),
+):
+    """Build the leaderboard report from runs (and imported published results)."""
+    import pandas as pd
+
+    from harness.board import examples, reported_frame, runs_frame
+    from leaderboard import build_report
+
+    measured = runs_frame(runs_dir, [r for r in runs.split(",") if r] if runs else None)
+    df = pd.concat([x for x in (measured, reported_frame(runs_dir)) if not x.empty], ignore_index=True) if not (
+        measured.empty and reported_frame(runs_dir).empty) else measured
+    if df.empty:
+        raise ConfigError(f"board build: no scored runs in {runs_dir}; run `ctxbench score` first or `ctxbench board import`")
+    pairs = []
+    for c in compare:
+        if ":" not in c:
+            raise ConfigError(f"--compare: expected MODEL_A:MODEL_B, got {c!r}")
+        pairs.append(tuple(c.split(":", 1)))
+    thr: float | str = float(threshold) if threshold.replace(".", "", 1).isdigit() else threshold
+    try:
+        report = build_report(df, out_dir=out_dir, threshold=thr, title=title, comparisons=pairs, examples=examples(measured))
+    except (ValueError, KeyError) as e:
+        raise ConfigError(f"board build: {e}") from None
+    out.print(f"wrote {report.markdown}, {report.html}, {report.csv}, {report.json}")
+
+
+@board_app.command("import")
+def board_import(
+    csv: Path = typer.Argument(..., help="CSV with columns model, task (or avg), length, score[, claimed_length]"),
+    runs_dir: Path = typer.Option(Path("runs"), "--store", help="results store directory"),
+):
+    """Add published results (marked 'reported') so they sit in the same table as measured runs."""
+    from harness.board import import_reported
+
+    n = import_reported(runs_dir, csv)
+    out.print(f"imported {n} reported rows from {csv}")
+
+
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(board_app, name="board")
