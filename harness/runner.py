@@ -118,8 +118,7 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None) -
 
 
 def _row(task, s: Sample, p) -> dict[str, Any]:
-    metric = registry.get("metric", s.metric)
-    score = None if p.error else metric(p.text, s.answers)
+    score = None if p.error else task.score(p.text, s)
     return {
         "id": s.id, "task": s.task, "category": task.category, "length": s.length, "index": s.index,
         "depths": list(s.depths), "prompt_hash": s.prompt_hash, "prompt_tokens": p.prompt_tokens or s.prompt_tokens,

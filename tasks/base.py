@@ -109,3 +109,9 @@ class Task:
 
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext) -> Sample:
         raise NotImplementedError
+
+    def score(self, prediction: str, sample: Sample) -> float:
+        """Per-sample score in [0, 1]. Override for metrics that need more than the references."""
+        from harness import registry
+
+        return registry.get("metric", sample.metric)(prediction, sample.answers)

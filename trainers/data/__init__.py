@@ -1,0 +1,1 @@
+"""Corpus ingestion and packing methods that turn documents into training sequences."""
