@@ -14,7 +14,7 @@ from filelock import FileLock
 from harness.models import cache_dir, tokenizer_fingerprint
 from harness.types import Sample
 
-GENERATOR_VERSION = 1  # bump when generation changes, so stale caches are not reused
+GENERATOR_VERSION = 2  # bump when generation changes, so stale caches are not reused
 
 
 def dataset_key(task, *, length: int, seed: int, ctx) -> str:

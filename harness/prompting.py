@@ -25,6 +25,8 @@ PLAIN_TEMPLATES: dict[str, str] = {
 class Rendered:
     text: str
     add_special_tokens: bool
+    user: str = ""  # the task text, for backends that send chat messages instead of raw text
+    prefix: str = ""  # the answer prefix: the start of the assistant turn
 
 
 class PromptRenderer:
@@ -48,8 +50,8 @@ class PromptRenderer:
             if self.system is not None:
                 messages.insert(0, {"role": "system", "content": self.system})
             head = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            return Rendered(head + answer_prefix, add_special_tokens=False)
-        return Rendered(PLAIN_TEMPLATES[self.template].format(task=task_text) + answer_prefix, add_special_tokens=True)
+            return Rendered(head + answer_prefix, False, task_text, answer_prefix)
+        return Rendered(PLAIN_TEMPLATES[self.template].format(task=task_text) + answer_prefix, True, task_text, answer_prefix)
 
     def count(self, rendered: Rendered) -> int:
         return len(self.tokenizer(rendered.text, add_special_tokens=rendered.add_special_tokens)["input_ids"])

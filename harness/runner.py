@@ -107,7 +107,8 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None) -
         job = bar.add_task(f"scoring {plan.model}", total=len(samples), completed=len(samples) - len(todo))
         for i in range(0, len(todo), batch_size):
             chunk = todo[i : i + batch_size]
-            requests = [Request(s.id, s.prompt, s.max_new_tokens, s.add_special_tokens, s.prompt_tokens) for _, s in chunk]
+            requests = [Request(s.id, s.prompt, s.max_new_tokens, s.add_special_tokens, s.prompt_tokens, s.user_text, s.answer_prefix)
+                        for _, s in chunk]
             try:
                 preds = backend.generate(requests)
             except PromptTooLongError:

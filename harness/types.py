@@ -24,6 +24,8 @@ class Sample:
     depths: tuple[float, ...] = ()  # realised depth (percent of context tokens) of each needle
     metric: str = "string_match_all"
     add_special_tokens: bool = False  # whether the backend must let the tokenizer add BOS/EOS
+    user_text: str = ""  # task text inside the user turn (for chat APIs); prompt = template(user_text) + answer_prefix
+    answer_prefix: str = ""
     meta: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     @property
@@ -58,6 +60,8 @@ class Request:
     max_new_tokens: int
     add_special_tokens: bool = False
     prompt_tokens: int | None = None
+    user_text: str = ""  # for chat-completion APIs: the user message ...
+    answer_prefix: str = ""  # ... and the start of the assistant turn
 
 
 @dataclass(frozen=True)

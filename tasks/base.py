@@ -104,6 +104,8 @@ class Task:
             depths=tuple(round(float(d), 2) for d in depths),
             metric=self.metric,
             add_special_tokens=text.add_special_tokens,
+            user_text=text.user,
+            answer_prefix=text.prefix,
             meta=meta or {},
         )
 
