@@ -33,6 +33,9 @@ def score(
     seed: Optional[int] = typer.Option(None, help="override the suite's seed"),
     data_dir: Optional[Path] = typer.Option(None, help="local data (pg_essays/, squad/, hotpotqa/); env CTXBENCH_DATA_DIR"),
     fresh: bool = typer.Option(False, help="discard earlier results of this run and start over"),
+    label: Optional[str] = typer.Option(None, help="display name on leaderboards (default: the model)"),
+    rope_scaling: Optional[str] = typer.Option(None, help="zero-shot context extension TYPE:FACTOR (linear, dynamic, yarn, llama3)"),
+    shard: Optional[str] = typer.Option(None, help="score part i of n (e.g. 0/4); parts share one run directory"),
 ):
     """Score a model on a suite; rerunning the same command resumes."""
     from harness.config import load_suite
@@ -48,10 +51,25 @@ def score(
         if not keep:
             raise ConfigError(f"--tasks: {tasks!r} matches no task of suite {s.name}; it has {', '.join(t.display for t in s.tasks)}")
         s = s.model_copy(update={"tasks": keep})
-    plan = RunPlan(s, model, backend, _kv(backend_arg, "--backend-arg"), out_dir, _data_dir(data_dir))
+    args = _kv(backend_arg, "--backend-arg")
+    if rope_scaling:
+        args["rope_scaling"] = rope_scaling
+    plan = RunPlan(s, model, backend, args, out_dir, _data_dir(data_dir), label or "", _shard(shard))
     store = run(plan, fresh=fresh, console=err)
     out.print(table(store, title=f"{model} on {s.name} (score ×100)"))
     out.print(f"results: {store.dir}")
+
+
+def _shard(spec: Optional[str]) -> tuple[int, int]:
+    if not spec:
+        return (0, 1)
+    try:
+        i, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise ConfigError(f"--shard: expected i/n like 0/4, got {spec!r}") from None
+    if not 0 <= i < n:
+        raise ConfigError(f"--shard: need 0 <= i < n, got {spec!r}")
+    return (i, n)
 
 
 @app.command()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,14 +18,21 @@ from harness.types import SCHEMA_VERSION, RunRecord
 
 
 class RunStore:
-    def __init__(self, root: Path, run_id: str):
+    """A run directory. With `part` (e.g. "shard-0-of-4"), this process appends to its own samples
+    file, so shards of one suite run in parallel without sharing a writer; reads merge all parts."""
+
+    def __init__(self, root: Path, run_id: str, part: str | None = None):
         self.dir = Path(root) / run_id
         self.record_path = self.dir / "record.json"
-        self.samples_path = self.dir / "samples.jsonl"
+        self.samples_path = self.dir / (f"samples.{part}.jsonl" if part else "samples.jsonl")
+
+    def parts(self) -> list[Path]:
+        return sorted(self.dir.glob("samples*.jsonl"))
 
     def reset(self) -> None:
-        if self.dir.exists():
-            shutil.rmtree(self.dir)
+        """Start this part over (the whole run when unsharded)."""
+        if self.samples_path.exists():
+            self.samples_path.unlink()
 
     def write_record(self, record: RunRecord) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -50,13 +56,12 @@ class RunStore:
                 f.truncate(data.rfind(b"\n") + 1)
 
     def rows(self) -> Iterator[dict[str, Any]]:
-        """Rows in write order; the last row for an id wins (a rerun of errors appends a fix)."""
-        if not self.samples_path.exists():
-            return
-        with open(self.samples_path, encoding="utf-8") as f:
-            for line in f:
-                if line.endswith("\n"):
-                    yield json.loads(line)
+        """Rows of every part in write order; the last row for an id wins (a rerun of errors appends a fix)."""
+        for path in self.parts():
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    if line.endswith("\n"):
+                        yield json.loads(line)
 
     def latest(self) -> dict[str, dict[str, Any]]:
         return {r["id"]: r for r in self.rows()}

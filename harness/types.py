@@ -102,3 +102,4 @@ class RunRecord:
     versions: dict[str, str]
     command: list[str]
     schema_version: int = SCHEMA_VERSION
+    label: str = ""  # display name on leaderboards

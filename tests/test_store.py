@@ -88,3 +88,22 @@ def test_torn_line_is_repaired(tmp_path):
     store.open_for_append()
     store.append([{"id": "b", "score": 0.0}])
     assert [r["id"] for r in store.rows()] == ["a", "b"]
+
+
+def test_shards_split_the_suite_and_merge(tmp_path, repo_root, data_dir):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE)
+    out = tmp_path / "runs"
+    base = [sys.executable, "-m", "harness.cli", "score", "--suite", str(suite), "--out", str(out), "--backend", "echo",
+            "--data-dir", str(data_dir)]
+    for part in ("0/2", "1/2"):
+        r = subprocess.run(base + ["--shard", part], cwd=repo_root, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    (run,) = [p for p in out.iterdir() if p.is_dir()]
+    parts = sorted(run.glob("samples.shard-*.jsonl"))
+    assert len(parts) == 2
+    ids = [[json.loads(x)["id"] for x in p.read_text().splitlines()] for p in parts]
+    assert ids[0] and ids[1] and not set(ids[0]) & set(ids[1])
+    assert len(RunStore(out, run.name).latest()) == TOTAL
+    r = subprocess.run(base + ["--shard", "2/2"], cwd=repo_root, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "--shard" in r.stderr
