@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 $PY -m pip install -q --disable-pip-version-check "torch==2.13.0"
 extras="hf"
-[ "${1:-}" = "test" ] && extras="hf,test"
+# The test tiers exercise every CPU-capable stack: serving, lm-eval, real-data metrics, synthesis, training.
+[ "${1:-}" = "test" ] && extras="hf,serve,lmeval,realdata,synth,train,test"
 $PY -m pip install -q --disable-pip-version-check -e ".[${extras}]"
 # The report test opens index.html in Debian's headless Chromium; best effort (the test skips without it).
 if [ "${1:-}" = "test" ] && ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
