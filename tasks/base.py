@@ -61,6 +61,33 @@ class GenContext:
         return self.memo[key]
 
 
+def check_points(value, *, top: float, name: str, unit: str):
+    """Validate a grid axis given as a count N (N evenly spaced points) or a list of values in [0, top]."""
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"{name}: give a positive count or a list of {unit}")
+        return value
+    if not value or any(not 0 <= v <= top for v in value):
+        raise ValueError(f"{name}: each value must be {unit} between 0 and {top:g}")
+    return value
+
+
+def points(value, *, top: float) -> list[float]:
+    """The grid points of an axis validated by check_points (a single point sits in the middle)."""
+    if isinstance(value, int):
+        return [float(x) for x in np.round(np.linspace(0, top, value), 4)] if value > 1 else [top / 2]
+    return [float(v) for v in value]
+
+
+def check_depths(depths: list[float] | None, n: int, per: str) -> None:
+    """Optional needle depths: one for all, or one per needle; percentages."""
+    if depths is None:
+        return
+    if len(depths) not in (1, n):
+        raise ValueError(f"depths: give 1 or {n} values (one per {per}), got {len(depths)}")
+    check_points(depths, top=100, name="depths", unit="a percentage")
+
+
 def sample_seed(*parts: Any) -> int:
     """A seed that depends only on its parts, so generation order never changes a sample."""
     blob = json.dumps(parts, sort_keys=True, default=str).encode()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import uuid
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -17,7 +16,8 @@ from pydantic import Field, field_validator
 from harness.errors import ConfigError
 from harness.fitting import fit_units
 from harness.registry import register
-from tasks.base import GenContext, Task, TaskArgs
+from tasks.base import GenContext, Task, TaskArgs, check_points, points
+from tasks.ruler.niah import _random_value
 
 TEMPLATE = 'Extract the value corresponding to the specified key in the JSON object below.\n\nJSON data:\n{context}\n\nKey: "{key}"\nCorresponding value:'
 
@@ -33,22 +33,14 @@ class KVArgs(TaskArgs):
     @field_validator("positions")
     @classmethod
     def _positions(cls, v):
-        if isinstance(v, int):
-            if v < 1:
-                raise ValueError("positions: a positive count, or fractions between 0 and 1")
-            return v
-        if not v or any(not 0 <= p <= 1 for p in v):
-            raise ValueError("positions: each position is a fraction between 0 (first pair) and 1 (last pair)")
-        return v
+        return check_points(v, top=1, name="positions", unit="a fraction (0 = first pair, 1 = last)")
 
     def position_list(self) -> list[float]:
-        if isinstance(self.positions, int):
-            return [float(x) for x in np.linspace(0, 1, self.positions)] if self.positions > 1 else [0.5]
-        return [float(p) for p in self.positions]
+        return points(self.positions, top=1)
 
 
 def _uuid(rng) -> str:
-    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    return _random_value("uuids", rng, {})
 
 
 def _piece(key: str, value: str) -> str:

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from harness.registry import register
-from tasks.base import GenContext, Task, TaskArgs
+from tasks.base import GenContext, Task, TaskArgs, check_points, points
 from tasks.ruler.niah import ANSWER_PREFIX, NEEDLE, TEMPLATE, Niah, NiahArgs
 
 
@@ -33,18 +33,10 @@ class GridArgs(TaskArgs):
     @field_validator("depths")
     @classmethod
     def _depths(cls, v):
-        if isinstance(v, int):
-            if v < 1:
-                raise ValueError("depths: give a list of percentages or a positive count")
-            return v
-        if not v or any(not 0 <= d <= 100 for d in v):
-            raise ValueError("depths: each depth must be a percentage between 0 and 100")
-        return v
+        return check_points(v, top=100, name="depths", unit="a percentage")
 
     def depth_list(self) -> list[float]:
-        if isinstance(self.depths, int):
-            return [float(x) for x in np.round(np.linspace(0, 100, self.depths), 2)] if self.depths > 1 else [50.0]
-        return [float(d) for d in self.depths]
+        return points(self.depths, top=100)
 
 
 class NiahGrid(Task):

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from harness.fitting import fit_units
-from tasks.base import GenContext, Task, TaskArgs
+from tasks.base import GenContext, Task, TaskArgs, check_depths
 from tasks.haystacks import NOISE, essays_path, nearest_boundary, read_text_source, word_haystack
 
 TEMPLATE = (
@@ -44,12 +44,7 @@ class VtArgs(TaskArgs):
 
     @model_validator(mode="after")
     def _check(self):
-        n = self.num_chains * (self.num_hops + 1)
-        if self.depths is not None:
-            if len(self.depths) not in (1, n):
-                raise ValueError(f"depths: give 1 or {n} values (one per chain statement), got {len(self.depths)}")
-            if any(not 0 <= d <= 100 for d in self.depths):
-                raise ValueError("depths: each depth must be a percentage between 0 and 100")
+        check_depths(self.depths, self.num_chains * (self.num_hops + 1), "chain statement")
         return self
 
 
