@@ -19,6 +19,17 @@ class TaskSpec(BaseModel):
     task: str = Field(description="registered task name, e.g. ruler/niah_single_1")
     name: str | None = Field(None, description="display name for a variant; defaults to the task name")
     args: dict[str, Any] = Field(default_factory=dict, description="overrides of the task's arguments")
+    lengths: list[int] | None = Field(None, description="lengths for this task only (e.g. LongBench at 128K in a RULER suite)")
+
+    @field_validator("lengths", mode="before")
+    @classmethod
+    def _task_lengths(cls, v):
+        return Suite._range(v) if v is not None else v
+
+    @field_validator("lengths")
+    @classmethod
+    def _task_positive(cls, v):
+        return Suite._positive(v) if v is not None else v
 
     @property
     def display(self) -> str:

@@ -31,7 +31,14 @@ def dataset_key(task, *, length: int, seed: int, ctx) -> str:
         "data_dir": str(ctx.data_dir) if ctx.data_dir else None,
         "verify": ctx.verify,
     }
+    # a data file named in the args is keyed by its size and mtime too, so an edited file is re-read
+    parts["files"] = {k: _stat(v) for k, v in parts["args"].items() if isinstance(v, str) and os.path.exists(v)}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _stat(path: str) -> list[int]:
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns]
 
 
 def _read(path: Path) -> dict[int, Sample]:

@@ -65,11 +65,14 @@ class RunPlan:
 
 
 def make_samples(suite: Suite, ctx: GenContext, console: Console, keep=lambda sample_id: True) -> list[tuple[Any, Sample]]:
-    tasks = [t for t in (build_task(spec) for spec in suite.tasks) if not getattr(t, "external", False)]
+    specs = [(spec, build_task(spec)) for spec in suite.tasks]
     plan = []
-    for task in tasks:
-        n = getattr(task, "samples_per_length", lambda: suite.samples)()
-        for length in suite.lengths:
+    for spec, task in specs:
+        if getattr(task, "external", False):
+            continue
+        n = task.samples_per_length(ctx) if hasattr(task, "samples_per_length") else None
+        n = suite.samples if n is None else n
+        for length in spec.lengths or suite.lengths:
             plan.append((task, length, [i for i in range(n) if keep(f"{task.name}@{length}#{i}")]))
     out = []
     with progress(console) as bar:
@@ -149,4 +152,5 @@ def _row(task, s: Sample, p) -> dict[str, Any]:
         "seconds": round(p.seconds, 4), "metric": s.metric, "score": score, "empty": is_empty(p.text),
         "answers": list(s.answers), "truncated_tokens": p.truncated_tokens, "error": p.error,
         "depth": s.meta.get("depth"), "position": s.meta.get("position"),
+        "meta": {k: v for k, v in s.meta.items() if k not in ("depth", "position")},
     }

@@ -136,6 +136,10 @@ class Task:
             meta=meta or {},
         )
 
+    def samples_per_length(self, ctx: GenContext | None = None) -> int | None:
+        """How many samples this task has per length; None = as many as the suite asks for."""
+        return None
+
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext) -> Sample:
         raise NotImplementedError
 

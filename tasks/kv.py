@@ -58,7 +58,7 @@ class KVRetrieval(Task):
     category = "retrieval"
     metric = "string_match_all"
 
-    def samples_per_length(self) -> int:
+    def samples_per_length(self, ctx: GenContext | None = None) -> int:
         return len(self.args.position_list()) * self.args.samples_per_position
 
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext):

@@ -44,7 +44,7 @@ class NiahGrid(Task):
     category = "retrieval"
     metric = "string_match_all"
 
-    def samples_per_length(self) -> int:
+    def samples_per_length(self, ctx: GenContext | None = None) -> int:
         return len(self.args.depth_list()) * self.args.samples_per_cell
 
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext):

@@ -434,6 +434,8 @@ def test_trusting_exact_piece_counts_gives_identical_samples(smol_tokenizer, dat
     first = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer), data_dir=data_dir, verify="first")
     for name in registry.names("task"):
         task = registry.get("task", name)()
+        if getattr(task, "requires_data", False) or getattr(task, "external", False):
+            continue
         for length in (2048, 8192):
             a = [task.generate(length=length, index=i, seed=5, ctx=full).to_json() for i in range(4)]
             before = first.full_tokenizations
