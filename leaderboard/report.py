@@ -6,6 +6,7 @@ crash or a concurrent reader never sees a half-written report.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import plots
+from . import plots, short_context
 from .aggregate import (
     PairedComparison,
     category_table,
@@ -272,9 +273,14 @@ def build_report(
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    df = normalise(df)
-    if df.empty:
+    df, short = short_context.split(normalise(df))
+    if df.empty and short.empty:
         raise ValueError("build_report: the score frame has no rows")
+    short_section, short_records = (
+        short_context.section(short, n_boot=n_boot, seed=seed, ci=ci) if not short.empty else (None, {"tasks": [], "categories": []})
+    )
+    if df.empty:  # only short-context results: no length axis to report
+        return _write(out, title, (), [short_section], {"title": title, "short_context": short_records}, None, None)
     avgs = length_averages(df, n_boot=n_boot, seed=seed, ci=ci)
     thr = resolve_threshold(avgs, threshold)
     eff = effective_length(avgs, threshold=thr, rule=rule)
@@ -302,6 +308,8 @@ def build_report(
         seed=seed,
         ci=ci,
     )
+    if short_section is not None:
+        sections.insert(1, short_section)
     results = {
         "title": title,
         "scale": "percent",
@@ -320,7 +328,12 @@ def build_report(
             cats.reset_index().rename(columns=str), [str(c) for c in cats.columns]
         ),
         "comparisons": [_comparison_json(c) for c in compared],
+        "short_context": short_records,
     }
+    return _write(out, title, preamble, sections, results, avgs, summary)
+
+
+def _write(out: Path, title: str, preamble, sections, results: dict, avgs, summary) -> Report:
     report = Report(
         markdown=out / "leaderboard.md",
         html=out / "index.html",
@@ -328,11 +341,22 @@ def build_report(
         json=out / "results.json",
     )
     write_atomic(report.json, json.dumps(_jsonable(results), indent=2, allow_nan=False) + "\n")
-    write_atomic(report.csv, _results_csv(avgs, summary))
+    short = _short_frame(results["short_context"]["tasks"])
+    long = _results_csv(avgs, summary) if avgs is not None else ""
+    csv = pd.concat([pd.read_csv(io.StringIO(long)), short], ignore_index=True) if long else short
+    write_atomic(report.csv, csv.to_csv(index=False, float_format="%.4f", lineterminator="\n"))
     md_preamble = (*preamble, "Plots are in index.html.")
     write_atomic(report.markdown, render_markdown(title, sections, preamble=md_preamble))
     write_atomic(report.html, render_html(title, sections, preamble=preamble))
     return report
+
+
+def _short_frame(records: list[dict]) -> pd.DataFrame:
+    """Short-context rows of results.csv: per task, length 0, in percent."""
+    df = pd.DataFrame(records, columns=["model", "task", "mean", "lo", "hi", "n"]).rename(columns={"mean": "score"})
+    df.insert(2, "length", 0)
+    df["source"] = "measured"
+    return df
 
 
 def _comparison_json(comp: PairedComparison) -> dict:
