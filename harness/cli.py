@@ -53,6 +53,9 @@ def score(
         s = s.model_copy(update={"tasks": keep})
     args = _kv(backend_arg, "--backend-arg")
     if rope_scaling:
+        from harness.backends.rope import parse_rope_scaling
+
+        parse_rope_scaling(rope_scaling, field="--rope-scaling")  # fail early, with one line
         args["rope_scaling"] = rope_scaling
     plan = RunPlan(s, model, backend, args, out_dir, _data_dir(data_dir), label or "", _shard(shard))
     store = run(plan, fresh=fresh, console=err)

@@ -7,6 +7,7 @@ factories, only when that entry is used. Configs name registry entries, never im
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -60,6 +61,9 @@ def names(kind: str) -> list[str]:
 
 def get(kind: str, name: str, *, field: str | None = None) -> Callable[..., Any]:
     _load(kind)
+    if name not in _REGISTRY[kind] and ":" in name and name.split(":", 1)[0] in _REGISTRY[kind]:
+        base, rest = name.split(":", 1)  # e.g. lmeval:<model_type> for types without their own entry
+        return functools.partial(_REGISTRY[kind][base], model_type=rest)
     try:
         return _REGISTRY[kind][name]
     except KeyError:

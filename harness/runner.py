@@ -29,7 +29,7 @@ from tasks.base import GenContext
 
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for dist in ("ctxbench", "torch", "transformers", "tokenizers", "wonderwords", "vllm", "numpy"):
+    for dist in ("ctxbench", "torch", "transformers", "tokenizers", "wonderwords", "vllm", "numpy", "httpx", "lm_eval"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -134,7 +134,7 @@ def _run_external(plan: RunPlan, suite: Suite, backend, renderer, store: RunStor
         task = build_task(spec)
         if not getattr(task, "external", False):
             continue
-        if any(r["task"] == task.name or r["task"].startswith(task.name + "/") for r in store.latest().values()):
+        if task.is_complete(store.dir):
             continue
         rows = task.run_external(backend=backend, renderer=renderer, limit=None, seed=suite.seed, console=console)
         store.append(rows)

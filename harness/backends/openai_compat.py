@@ -1,0 +1,592 @@
+"""OpenAI-compatible HTTP backend (`--backend openai`): vLLM, SGLang, `transformers serve`, llama.cpp, hosted APIs.
+
+Two APIs (`api=`):
+
+* `completions` (default): POST {base_url}/completions with the exact rendered prompt (chat template +
+  task text + answer prefix) as `prompt`, so the server sees what the HF backend would feed the model.
+  `prompt_format=ids` sends the token ids instead (vLLM, SGLang) so nothing is re-tokenized; prefer it
+  there, since vLLM adds the tokenizer's BOS to text prompts (its `add_special_tokens` defaults to true)
+  even when the chat template already starts with one (or pass extra_body='{"add_special_tokens": false}').
+* `chat`: POST {base_url}/chat/completions with the task text as the user message. The answer prefix is
+  sent as a final assistant message that the server continues (`continue_final_message: true,
+  add_generation_prompt: false`, as vLLM and SGLang accept) when `prefill=continue`; with `prefill=user`
+  it is appended to the user turn instead (servers that cannot continue a message, e.g. `transformers
+  serve` 5.x, which rejects unknown fields with 422 and always adds a generation prompt; OpenAI's API).
+  `prefill=auto` (default) probes the server once at start-up and records the mode in the run record.
+
+Every request is greedy (temperature 0). Requests run concurrently (asyncio + httpx, `concurrency`), with
+an optional requests-per-minute cap (`rpm`). Timeouts, connection errors, 429, 5xx and unreadable
+responses are retried with exponential backoff and jitter (`max_retries`, `backoff`, `backoff_max`,
+honouring Retry-After); a 4xx other than 429 is that sample's error. A sample that still fails is
+returned as Prediction(error=...): the runner records it and a rerun fills it in.
+
+Lengths are checked before sending, with the local tokenizer (`count_tokens=local`) or the server's
+/tokenize endpoint (`count_tokens=server`, vLLM): an over-long prompt is refused or cut in the middle
+by the suite's truncation policy, never sent to be cut or rejected silently by the server.
+
+The API key is read from the environment variable named by `api_key_env`; its value never reaches
+info(), the run record, logs or error messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from harness.backends.base import apply_truncation
+from harness.errors import ConfigError, CtxbenchError, PromptTooLongError
+from harness.registry import register
+from harness.types import Prediction, Request
+
+APIS = ("completions", "chat")
+PREFILL_MODES = ("auto", "continue", "user")
+CONTINUE_FIELDS = {"continue_final_message": True, "add_generation_prompt": False}
+USER_JOIN = "\n"  # user-turn mode: user_text + USER_JOIN + answer prefix (stripped)
+
+
+@register("backend", "openai")
+def openai_backend(**kwargs):
+    return OpenAIBackend(**kwargs)
+
+
+class _Retry(Exception):
+    """A transient failure: retry after a backoff (delay: the server's Retry-After, if any)."""
+
+    def __init__(self, msg: str, delay: float | None = None):
+        super().__init__(msg)
+        self.delay = delay
+
+
+class _Fail(Exception):
+    """A permanent failure for this sample (a 4xx other than 429)."""
+
+
+@dataclass
+class _Prepared:
+    request: Request
+    body: dict[str, Any]
+    prompt_tokens: int
+    truncated: int
+
+
+def _bool(value: Any, field: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("1", "true", "yes", "on"):
+        return True
+    if str(value).lower() in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"backend_args.{field}: expected true or false, got {value!r}")
+
+
+def _num(value: Any, field: str, typ=float, minimum: float = 0) -> Any:
+    try:
+        v = typ(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"backend_args.{field}: expected a number, got {value!r}") from None
+    if v < minimum:
+        raise ConfigError(f"backend_args.{field}: must be >= {minimum}, got {value!r}")
+    return v
+
+
+class OpenAIBackend:
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        truncation: str = "refuse",
+        base_url: str = "http://127.0.0.1:8000/v1",
+        api: str = "completions",
+        served_model: str | None = None,
+        tokenizer: str | None = None,
+        api_key_env: str = "",
+        context_length: int = 0,
+        concurrency: int = 8,
+        timeout: float = 600.0,
+        max_retries: int = 6,
+        backoff: float = 1.0,
+        backoff_max: float = 60.0,
+        rpm: float = 0.0,
+        prefill: str = "auto",
+        count_tokens: str = "local",
+        prompt_format: str = "text",
+        extra_body: dict | None = None,
+        batch_size: int = 0,
+        connect_timeout: float = 10.0,
+        **unknown: Any,
+    ):
+        if "api_key" in unknown:
+            raise ConfigError("backend_args.api_key: never pass a key as an argument (it would be recorded); "
+                              "export it in an environment variable and pass api_key_env=NAME")
+        if unknown:
+            raise ConfigError(f"backend_args: unknown key(s) {', '.join(sorted(unknown))} for backend openai; "
+                              "see harness/backends/openai_compat.py for the accepted keys")
+        try:
+            import httpx  # noqa: F401
+        except ImportError:
+            raise ConfigError("backend openai needs the openai extra: pip install 'ctxbench[openai]'") from None
+        if api not in APIS:
+            raise ConfigError(f"backend_args.api: use completions or chat, got {api!r}")
+        if prefill not in PREFILL_MODES:
+            raise ConfigError(f"backend_args.prefill: use auto, continue or user, got {prefill!r}")
+        if count_tokens not in ("local", "server"):
+            raise ConfigError(f"backend_args.count_tokens: use local or server, got {count_tokens!r}")
+        if prompt_format not in ("text", "ids"):
+            raise ConfigError(f"backend_args.prompt_format: use text or ids, got {prompt_format!r}")
+        if prompt_format == "ids" and api == "chat":
+            raise ConfigError("backend_args.prompt_format: ids works with api=completions only")
+        if extra_body is not None and not isinstance(extra_body, dict):
+            raise ConfigError("backend_args.extra_body: expected a JSON object, e.g. extra_body='{\"top_k\": 1}'")
+        if not str(base_url).startswith(("http://", "https://")):
+            raise ConfigError(f"backend_args.base_url: expected http(s)://host:port/v1, got {base_url!r}")
+
+        self.model = model
+        self.served_model = served_model or model
+        self.base_url = str(base_url).rstrip("/")
+        self.api = api
+        self.truncation = truncation
+        self.concurrency = int(_num(concurrency, "concurrency", int, 1))
+        self.timeout = _num(timeout, "timeout", float, 0.001)
+        self.connect_timeout = _num(connect_timeout, "connect_timeout", float, 0.001)
+        self.max_retries = int(_num(max_retries, "max_retries", int, 0))
+        self.backoff = _num(backoff, "backoff")
+        self.backoff_max = _num(backoff_max, "backoff_max")
+        self.rpm = _num(rpm, "rpm")
+        self.count_tokens = count_tokens
+        self.prompt_format = prompt_format
+        self.extra_body = dict(extra_body or {})
+        self.batch_size = int(_num(batch_size, "batch_size", int, 0)) or self.concurrency * 4
+        self.api_key_env = api_key_env
+        self._api_key = ""
+        if api_key_env:
+            self._api_key = os.environ.get(api_key_env, "")
+            if not self._api_key:
+                raise ConfigError(f"backend_args.api_key_env: environment variable {api_key_env} is not set or empty")
+
+        from harness.models import load_tokenizer
+
+        self.tokenizer_spec = tokenizer or model
+        try:
+            self.tokenizer = load_tokenizer(self.tokenizer_spec)
+        except CtxbenchError as e:
+            hint = "" if tokenizer else "; the model name is not loadable locally, pass --backend-arg tokenizer=<alias, dir or hub id>"
+            raise ConfigError(f"backend_args.tokenizer: {e}{hint}") from None
+
+        if api == "chat" and count_tokens == "local" and not getattr(self.tokenizer, "chat_template", None):
+            raise ConfigError(f"backend_args.tokenizer: {self.tokenizer_spec!r} has no chat template to count chat prompts with; "
+                              "pass the model's tokenizer, or count_tokens=server")
+        self._rl_lock: asyncio.Lock | None = None
+        self._next_slot = 0.0
+        self.server_context = self._probe_models()
+        self.context_length = int(_num(context_length, "context_length", int, 0)) or self.server_context or self._local_context()
+        if not self.context_length:
+            raise ConfigError(f"backend_args.context_length: cannot tell the context length of {self.served_model!r} "
+                              "from the server or a local config; pass --backend-arg context_length=N")
+        self.prefill = prefill if api == "chat" else "n/a"
+        if api == "chat" and prefill == "auto":
+            self.prefill = "continue" if self._probe_continue() else "user"
+        if count_tokens == "server":
+            self._probe_tokenize()
+
+    # ---------------------------------------------------------------- record
+
+    def info(self) -> dict[str, Any]:
+        """What the run record stores. Never the API key (only the name of its variable)."""
+        return {
+            "model": self.model,
+            "served_model": self.served_model,
+            "base_url": self.base_url,
+            "api": self.api,
+            "answer_prefix": {"continue": "continued assistant message", "user": "appended to the user turn",
+                              "n/a": "in the raw prompt"}[self.prefill],
+            "prefill": self.prefill,
+            "tokenizer": self.tokenizer_spec,
+            "count_tokens": self.count_tokens,
+            "prompt_format": self.prompt_format,
+            "context_length": self.context_length,
+            "server_context_length": self.server_context,
+            "concurrency": self.concurrency,
+            "rpm": self.rpm,
+            "timeout": self.timeout,
+            "max_retries": self.max_retries,
+            "api_key_env": self.api_key_env or None,
+            "extra_body": self.extra_body,
+            "decoding": "greedy",
+        }
+
+    # ---------------------------------------------------------------- http helpers
+
+    def _headers(self) -> dict[str, str]:
+        h = {"Content-Type": "application/json"}
+        if self._api_key:
+            h["Authorization"] = f"Bearer {self._api_key}"
+        return h
+
+    def _clean(self, text: str) -> str:
+        """Error text safe to record: no key, one line, bounded."""
+        text = " ".join(str(text).split())
+        if self._api_key:
+            text = text.replace(self._api_key, "***")
+        return text[:300]
+
+    def _root(self) -> str:
+        """Server root (vLLM serves /tokenize there, not under /v1)."""
+        return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+
+    def _sync(self, method: str, url: str, body: dict | None = None, *, retry_status: bool = True) -> tuple[int, Any]:
+        """One start-up call with the retry policy; (status, parsed JSON or None). Raises ConfigError if unreachable.
+
+        retry_status=False: any HTTP answer counts (only connection failures and timeouts are retried).
+        """
+        import httpx
+
+        tries = self.max_retries + 1
+        last = ""
+        with httpx.Client(timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout), headers=self._headers()) as client:
+            for attempt in range(tries):
+                try:
+                    r = client.request(method, url, json=body)
+                    if retry_status and (r.status_code == 429 or r.status_code >= 500):
+                        raise _Retry(f"HTTP {r.status_code}", _retry_after(r))
+                    try:
+                        data = r.json()
+                    except ValueError:
+                        if r.status_code < 400 and retry_status:
+                            raise _Retry("unreadable JSON response") from None
+                        data = None
+                    return r.status_code, data
+                except (_Retry, httpx.TimeoutException, httpx.TransportError) as e:
+                    last = str(e) or type(e).__name__
+                    delay = getattr(e, "delay", None)
+                if attempt + 1 < tries:
+                    time.sleep(self._delay(attempt, delay))
+        raise ConfigError(f"backend_args.base_url: no usable answer from {self._clean(url)} after {tries} tries "
+                          f"({self._clean(last)}); is the server running?")
+
+    def _delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Exponential backoff with full jitter, at least the server's Retry-After, at most backoff_max."""
+        base = min(self.backoff_max, self.backoff * (2 ** attempt))
+        d = base / 2 + random.uniform(0, base / 2)
+        if retry_after is not None:
+            d = max(d, retry_after)
+        return min(d, self.backoff_max) if self.backoff_max else d
+
+    # ---------------------------------------------------------------- start-up probes
+
+    def _probe_models(self) -> int:
+        """Check that the server answers; return the model's context length if /models states it (vLLM: max_model_len)."""
+        status, data = self._sync("GET", f"{self.base_url}/models", retry_status=False)  # transformers serve: 500 without a hub cache
+        if status in (401, 403):
+            raise ConfigError(f"backend_args.api_key_env: the server refused the credentials (HTTP {status})")
+        if status >= 400 or not isinstance(data, dict):
+            return 0
+        for m in data.get("data") or []:
+            if isinstance(m, dict) and m.get("id") == self.served_model:
+                for key in ("max_model_len", "context_length", "context_window", "max_context_length"):
+                    if isinstance(m.get(key), int) and m[key] > 0:
+                        return int(m[key])
+        return 0
+
+    def _local_context(self) -> int:
+        """The context of the local model config (only when the tokenizer is the model's own)."""
+        try:
+            from transformers import AutoConfig
+
+            from harness.models import materialize, resolve
+
+            config = AutoConfig.from_pretrained(materialize(resolve(self.tokenizer_spec)))
+        except Exception:  # noqa: BLE001 - no local config: the caller asks for context_length
+            return 0
+        return int(getattr(config, "max_position_embeddings", 0) or 0)
+
+    def _probe_continue(self) -> bool:
+        """Whether the server continues a final assistant message (vLLM/SGLang fields); 4xx means it cannot."""
+        body = {"model": self.served_model, "max_tokens": 1, "temperature": 0, "stream": False,
+                "messages": [{"role": "user", "content": "Say OK."}, {"role": "assistant", "content": "O"}],
+                **CONTINUE_FIELDS, **self.extra_body}
+        status, data = self._sync("POST", f"{self.base_url}/chat/completions", body)
+        return status < 400 and isinstance(data, dict) and bool(data.get("choices"))
+
+    def _probe_tokenize(self) -> None:
+        status, data = self._sync("POST", f"{self._root()}/tokenize", {"model": self.served_model, "prompt": "hello"})
+        if status >= 400 or not isinstance(data, dict) or "count" not in data:
+            raise ConfigError(f"backend_args.count_tokens: the server has no usable {self._root()}/tokenize endpoint "
+                              f"(HTTP {status}); use count_tokens=local")
+
+    # ---------------------------------------------------------------- request building
+
+    def _messages(self, r: Request) -> list[dict[str, str]]:
+        user = r.user_text or r.prompt
+        if not r.answer_prefix:
+            return [{"role": "user", "content": user}]
+        if self.prefill == "continue":
+            return [{"role": "user", "content": user}, {"role": "assistant", "content": r.answer_prefix}]
+        return [{"role": "user", "content": user + USER_JOIN + r.answer_prefix.strip()}]
+
+    def _continuing(self, r: Request) -> bool:
+        return self.api == "chat" and self.prefill == "continue" and bool(r.answer_prefix)
+
+    def _local_chat_ids(self, messages: list[dict[str, str]], continuing: bool) -> list[int]:
+        out = self.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=not continuing,
+                                                 continue_final_message=continuing)
+        if isinstance(out, dict) or hasattr(out, "keys"):
+            out = out["input_ids"]
+        return list(out)
+
+    async def _count(self, client, r: Request, messages: list[dict] | None, prompt: str) -> tuple[int, list[int] | None]:
+        """(token count, ids if cheaply known). Server counting asks /tokenize; local counting the local tokenizer."""
+        if self.count_tokens == "server":
+            payload: dict[str, Any] = {"model": self.served_model}
+            if messages is None:
+                payload.update(prompt=prompt, add_special_tokens=r.add_special_tokens)
+            else:
+                cont = self._continuing(r)
+                payload.update(messages=messages, add_generation_prompt=not cont, continue_final_message=cont)
+            data = await self._call(client, f"{self._root()}/tokenize", payload)
+            ids = data.get("tokens")
+            return int(data["count"]), (list(ids) if isinstance(ids, list) else None)
+        if messages is None:
+            if r.prompt_tokens is not None and self.prompt_format == "text":
+                return int(r.prompt_tokens), None  # counted by this tokenizer when the sample was generated
+            ids = self.tokenizer(prompt, add_special_tokens=r.add_special_tokens)["input_ids"]
+            return len(ids), ids
+        ids = self._local_chat_ids(messages, self._continuing(r))
+        return len(ids), ids
+
+    async def _prepare(self, client, r: Request) -> _Prepared:
+        """Body for one request, after the length check (refuse raises PromptTooLongError; middle cuts, recorded)."""
+        limit = self.context_length - r.max_new_tokens
+        body: dict[str, Any] = {"model": self.served_model, "max_tokens": r.max_new_tokens, "temperature": 0,
+                                "stream": False}
+        if self.api == "completions":
+            n, ids = await self._count(client, r, None, r.prompt)
+            truncated = 0
+            if n > limit or self.prompt_format == "ids":
+                if ids is None or (self.count_tokens == "server" and self.prompt_format == "text"):
+                    ids = self.tokenizer(r.prompt, add_special_tokens=r.add_special_tokens)["input_ids"]
+                ids, truncated = apply_truncation(list(ids), max_new_tokens=r.max_new_tokens, context_length=self.context_length,
+                                                  policy=self.truncation, sample_id=r.sample_id)
+                n = len(ids)
+            if self.prompt_format == "ids":
+                body["prompt"] = list(ids)
+            elif truncated:
+                body["prompt"], n = self._fit_text(r, limit)
+                truncated = max(truncated, len(self.tokenizer(r.prompt, add_special_tokens=r.add_special_tokens)["input_ids"]) - n)
+            else:
+                body["prompt"] = r.prompt
+            body.update(self.extra_body)
+            return _Prepared(r, body, n, truncated)
+
+        if not r.user_text:
+            raise ConfigError(f"backend_args.api: chat needs samples that carry their user text; {r.sample_id} has none "
+                              "(samples from an older ctxbench): regenerate them, or use api=completions")
+        messages = self._messages(r)
+        n, _ = await self._count(client, r, messages, "")
+        truncated = 0
+        if n > limit:
+            # refuse, or cut the middle of the task text until the whole chat fits
+            if self.truncation != "middle":
+                apply_truncation(range(n), max_new_tokens=r.max_new_tokens, context_length=self.context_length,
+                                 policy=self.truncation, sample_id=r.sample_id)  # raises PromptTooLongError
+            original = n
+            user_ids = self.tokenizer(r.user_text or r.prompt, add_special_tokens=False)["input_ids"]
+            over = n - limit
+            for _ in range(4):
+                keep = max(len(user_ids) - over, 0)
+                cut_ids, _ = apply_truncation(user_ids, max_new_tokens=0, context_length=keep, policy="middle", sample_id=r.sample_id)
+                cut_req = Request(r.sample_id, r.prompt, r.max_new_tokens, r.add_special_tokens, None,
+                                  self.tokenizer.decode(cut_ids), r.answer_prefix)
+                messages = self._messages(cut_req)
+                n, _ = await self._count(client, cut_req, messages, "")
+                if n <= limit:
+                    break
+                over += n - limit
+            else:
+                raise PromptTooLongError(f"{r.sample_id}: cannot cut the chat prompt below {limit} tokens")
+            truncated = original - n
+        body["messages"] = messages
+        if self._continuing(r):
+            body.update(CONTINUE_FIELDS)
+        body.update(self.extra_body)
+        return _Prepared(r, body, n, truncated)
+
+    def _fit_text(self, r: Request, limit: int) -> tuple[str, int]:
+        """The prompt with its middle cut, as text that re-tokenizes to at most limit tokens (and that count).
+
+        Decoding a cut and tokenizing it again can merge tokens differently at the cut, so check and cut more.
+        Special tokens the tokenizer adds itself (BOS of plain templates) are left to the server to add.
+        """
+        special = len(self.tokenizer("", add_special_tokens=r.add_special_tokens)["input_ids"])
+        ids = self.tokenizer(r.prompt, add_special_tokens=False)["input_ids"]
+        keep = limit - special
+        for _ in range(4):
+            ids, _ = apply_truncation(ids, max_new_tokens=0, context_length=keep, policy="middle", sample_id=r.sample_id)
+            text = self.tokenizer.decode(ids)
+            n = len(self.tokenizer(text, add_special_tokens=r.add_special_tokens)["input_ids"])
+            if n <= limit:
+                return text, n
+            keep -= n - limit
+        raise PromptTooLongError(f"{r.sample_id}: cannot cut the prompt below {limit} tokens as text; use prompt_format=ids")
+
+    # ---------------------------------------------------------------- sending
+
+    async def _throttle(self) -> None:
+        if not self.rpm:
+            return
+        assert self._rl_lock is not None
+        async with self._rl_lock:
+            now = time.monotonic()
+            wait = self._next_slot - now
+            self._next_slot = max(now, self._next_slot) + 60.0 / self.rpm
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+    async def _call(self, client, url: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST with retries; the parsed JSON object. Raises _Fail (4xx) or _Retry (retries used up)."""
+        import httpx
+
+        last: _Retry | None = None
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                await asyncio.sleep(self._delay(attempt - 1, last.delay if last else None))
+            await self._throttle()
+            try:
+                async with self._sem:
+                    resp = await client.post(url, json=body)
+                status = resp.status_code
+                if status == 429 or status >= 500:
+                    raise _Retry(f"HTTP {status}: {self._clean(resp.text)}", _retry_after(resp))
+                if status >= 400:
+                    raise _Fail(f"HTTP {status}: {self._clean(_detail(resp))}")
+                try:
+                    data = resp.json()
+                except ValueError:
+                    raise _Retry(f"unreadable JSON in a {status} response ({len(resp.content)} bytes)") from None
+                if not isinstance(data, dict):
+                    raise _Retry(f"unexpected JSON in a {status} response")
+                return data
+            except httpx.TimeoutException:
+                last = _Retry(f"timed out after {self.timeout:g}s")
+            except httpx.TransportError as e:
+                last = _Retry(f"connection error ({type(e).__name__}: {self._clean(e)})")
+            except _Retry as e:
+                last = e
+        raise last or _Retry("no attempt made")
+
+    def _parse(self, data: dict[str, Any]) -> tuple[str, int | None, int | None, str | None]:
+        """(text, completion tokens, prompt tokens, finish reason) from a (chat) completion response."""
+        choice = data["choices"][0]
+        if self.api == "chat":
+            text = (choice.get("message") or {}).get("content")
+        else:
+            text = choice.get("text")
+        if text is None:
+            text = ""
+        if not isinstance(text, str):
+            raise TypeError("text is not a string")
+        usage = data.get("usage") or {}
+        ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+        return text, (int(ct) if ct is not None else None), (int(pt) if pt is not None else None), choice.get("finish_reason")
+
+    async def _one(self, client, p: _Prepared) -> Prediction:
+        url = f"{self.base_url}/{'chat/completions' if self.api == 'chat' else 'completions'}"
+        r = p.request
+        start = time.perf_counter()
+        attempts = 0
+        while True:
+            attempts += 1
+            t0 = time.perf_counter()
+            try:
+                data = await self._call(client, url, p.body)
+                latency = time.perf_counter() - t0
+                text, completion_tokens, server_prompt_tokens, _ = self._parse(data)
+            except _Fail as e:
+                return Prediction(r.sample_id, "", p.prompt_tokens, 0, time.perf_counter() - start, p.truncated, error=str(e))
+            except _Retry as e:
+                return Prediction(r.sample_id, "", p.prompt_tokens, 0, time.perf_counter() - start, p.truncated,
+                                  error=f"gave up after {self.max_retries + 1} attempts: {e}")
+            except (KeyError, IndexError, TypeError, ValueError) as e:
+                if attempts <= self.max_retries:  # a well-formed JSON object without a completion: retry it
+                    await asyncio.sleep(self._delay(attempts - 1))
+                    continue
+                return Prediction(r.sample_id, "", p.prompt_tokens, 0, time.perf_counter() - start, p.truncated,
+                                  error=f"malformed completion response: {type(e).__name__}: {self._clean(e)}")
+            if completion_tokens is None:  # servers without usage: count locally
+                completion_tokens = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            return Prediction(r.sample_id, text, server_prompt_tokens or p.prompt_tokens, completion_tokens, latency, p.truncated)
+
+    async def _run(self, requests: list[Request]) -> list[Prediction]:
+        import httpx
+
+        self._sem = asyncio.Semaphore(self.concurrency)
+        self._rl_lock = asyncio.Lock()
+        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+        timeout = httpx.Timeout(self.timeout, connect=self.connect_timeout)
+        async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=self._headers()) as client:
+            prepared = []
+            for r in requests:  # sequential: local tokenization is CPU-bound; PromptTooLongError stops before sending
+                try:
+                    prepared.append(await self._prepare(client, r))
+                except (_Fail, _Retry) as e:  # server-side counting failed for this sample
+                    prepared.append(Prediction(r.sample_id, "", r.prompt_tokens or 0, 0, 0.0, error=f"tokenize: {e}"))
+            jobs = [self._one(client, p) if isinstance(p, _Prepared) else _done(p) for p in prepared]
+            return list(await asyncio.gather(*jobs))
+
+    def generate(self, requests: list[Request]) -> list[Prediction]:
+        if not requests:
+            return []
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self._run(requests))
+        # called from inside an event loop (a notebook): run ours in a thread
+        box: dict[str, Any] = {}
+
+        def target():
+            try:
+                box["out"] = asyncio.run(self._run(requests))
+            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                box["err"] = e
+
+        t = threading.Thread(target=target)
+        t.start()
+        t.join()
+        if "err" in box:
+            raise box["err"]
+        return box["out"]
+
+
+async def _done(p: Prediction) -> Prediction:
+    return p
+
+
+def _retry_after(resp) -> float | None:
+    value = resp.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _detail(resp) -> str:
+    try:
+        data = resp.json()
+    except ValueError:
+        return resp.text
+    if isinstance(data, dict):
+        err = data.get("error") or data.get("detail") or data.get("message")
+        if isinstance(err, dict):
+            err = err.get("message") or json.dumps(err)
+        if err:
+            return str(err)
+    return json.dumps(data)

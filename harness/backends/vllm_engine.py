@@ -1,0 +1,372 @@
+"""vLLM offline backend (`--backend vllm`): `vllm.LLM` fed the exact token ids of our rendered prompts.
+
+Prompts are rendered by harness.prompting (chat template + task text + answer prefix) like every other
+backend, tokenized here exactly as the HF backend does, and sent as `TokensPrompt(prompt_token_ids=...)`,
+so vLLM never re-templates or re-tokenizes. Decoding is greedy (temperature 0); generation stops at the
+model's EOS ids (tokenizer + generation_config, as HF) and the text is decoded locally as HF does.
+
+Backend args (`--backend-arg KEY=VALUE`):
+    tensor_parallel_size, pipeline_parallel_size   GPUs per engine = tp x pp
+    data_parallel_size     independent engines, each on its own tp x pp GPUs (see below); default 1
+    max_model_len          context length (default: the model's, or original x factor with rope_scaling)
+    gpu_memory_utilization default 0.9
+    enable_prefix_caching  default true; enable_chunked_prefill default true
+    rope_scaling           TYPE:FACTOR (linear, dynamic, yarn, llama3) -> hf_overrides {"rope_parameters": ...}
+    hf_overrides           a JSON object merged into the HF config (after rope_scaling)
+    dtype, max_num_seqs, max_num_batched_tokens, enforce_eager, seed, kv_cache_dtype
+    engine_args            a JSON object of any other vllm EngineArgs, passed through
+    batch_size             requests per generate() call from the runner (default 512: big batches let the
+                           scheduler and the prefix cache work; one chunk is lost at most if the run dies)
+
+Within each generate() call the requests are reordered for prefix-cache reuse (harness.backends.ordering:
+lexicographic order of token ids, so depth-grid cells and questions on one document are adjacent).
+
+Data parallelism: vLLM's own `data_parallel_size` in the offline LLM class targets MoE expert parallelism
+and needs one process per rank launched by the caller. For dense models we run `data_parallel_size`
+independent engines instead: worker processes (spawned) that each see only their tp x pp GPUs through
+CUDA_VISIBLE_DEVICES. Each generate() call cuts the prefix-ordered requests into contiguous runs of equal
+token weight, one per engine, so shared prefixes stay on one engine's cache. Across machines, run one
+ctxbench process per machine on a disjoint shard of the samples instead (the lead's `--shard i/n`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from harness.backends.base import apply_truncation
+from harness.backends.ordering import prefix_order, split_balanced
+from harness.errors import ConfigError, OfflineError
+from harness.registry import register
+from harness.types import Prediction, Request
+
+INSTALL_HINT = "backend vllm needs the vllm extra: pip install 'ctxbench[vllm]' (CUDA GPUs only)"
+
+
+@register("backend", "vllm")
+def vllm_backend(**kwargs):
+    return VLLMBackend(**kwargs)
+
+
+def import_vllm():
+    """The vllm module, or a ConfigError that says how to install it."""
+    try:
+        import vllm
+    except ImportError as e:
+        raise ConfigError(f"{INSTALL_HINT} ({e})") from None
+    return vllm
+
+
+def _tokens_prompt(vllm, ids: list[int]):
+    try:
+        from vllm.inputs import TokensPrompt
+    except ImportError:  # a TypedDict: the plain dict is the same thing
+        return {"prompt_token_ids": ids}
+    return TokensPrompt(prompt_token_ids=ids)
+
+
+def _flag(value: Any, field: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    s = str(value).lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"backend_args.{field}: expected true or false, got {value!r}")
+
+
+def _json_obj(value: Any, field: str) -> dict:
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            value = None
+    if not isinstance(value, dict):
+        raise ConfigError(f"backend_args.{field}: expected a JSON object, e.g. {field}='{{\"key\": 1}}'")
+    return value
+
+
+def build_engine_kwargs(
+    path: str,
+    *,
+    config: dict[str, Any],
+    tensor_parallel_size: int = 1,
+    pipeline_parallel_size: int = 1,
+    max_model_len: int = 0,
+    gpu_memory_utilization: float = 0.9,
+    enable_prefix_caching: bool = True,
+    enable_chunked_prefill: bool = True,
+    rope_scaling: str | dict | None = None,
+    hf_overrides: dict | None = None,
+    dtype: str = "auto",
+    max_num_seqs: int = 0,
+    max_num_batched_tokens: int = 0,
+    enforce_eager: bool = False,
+    seed: int = 0,
+    kv_cache_dtype: str = "auto",
+    engine_args: dict | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments for vllm.LLM. Pure: unit-testable without vllm. config: the model's config.json."""
+    from harness.backends.rope import vllm_hf_overrides
+
+    overrides, rope_len = vllm_hf_overrides(config, rope_scaling)
+    overrides.update(hf_overrides or {})
+    kw: dict[str, Any] = {
+        "model": path,
+        "tokenizer": path,
+        "tensor_parallel_size": int(tensor_parallel_size),
+        "pipeline_parallel_size": int(pipeline_parallel_size),
+        "gpu_memory_utilization": float(gpu_memory_utilization),
+        "enable_prefix_caching": bool(enable_prefix_caching),
+        "enable_chunked_prefill": bool(enable_chunked_prefill),
+        "dtype": dtype,
+        "seed": int(seed),
+        "kv_cache_dtype": kv_cache_dtype,
+        "enforce_eager": bool(enforce_eager),
+    }
+    if max_model_len or rope_len:
+        kw["max_model_len"] = int(max_model_len or rope_len)
+    if overrides:
+        kw["hf_overrides"] = overrides
+    if max_num_seqs:
+        kw["max_num_seqs"] = int(max_num_seqs)
+    if max_num_batched_tokens:
+        kw["max_num_batched_tokens"] = int(max_num_batched_tokens)
+    for k, v in (engine_args or {}).items():
+        kw[k] = v
+    if not 0 < kw["gpu_memory_utilization"] <= 1:
+        raise ConfigError("backend_args.gpu_memory_utilization: must be in (0, 1], e.g. 0.9")
+    if kw["tensor_parallel_size"] < 1 or kw["pipeline_parallel_size"] < 1:
+        raise ConfigError("backend_args.tensor_parallel_size/pipeline_parallel_size: must be >= 1")
+    return kw
+
+
+def run_llm(llm, vllm, prompts: list[list[int]], max_tokens: list[int], stop_ids: list[int]) -> list[tuple]:
+    """Greedy generation of token-id prompts on one engine: [(generated ids, finish_reason, cached tokens)]."""
+    params = [vllm.SamplingParams(temperature=0.0, max_tokens=int(m), stop_token_ids=list(stop_ids),
+                                  skip_special_tokens=True, detokenize=False) for m in max_tokens]
+    outputs = llm.generate([_tokens_prompt(vllm, ids) for ids in prompts], params, use_tqdm=False)
+    return [(list(o.outputs[0].token_ids), o.outputs[0].finish_reason, getattr(o, "num_cached_tokens", None))
+            for o in outputs]
+
+
+def _engine_max_len(llm) -> int | None:
+    for path in (("llm_engine", "model_config"), ("llm_engine", "vllm_config", "model_config")):
+        obj = llm
+        try:
+            for attr in path:
+                obj = getattr(obj, attr)
+            return int(obj.max_model_len)
+        except (AttributeError, TypeError, ValueError):
+            continue
+    return None
+
+
+def _dp_worker(conn, engine_kwargs: dict, devices: str) -> None:
+    """One data-parallel engine in its own process, on its own GPUs."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = devices
+    try:
+        vllm = import_vllm()
+        llm = vllm.LLM(**engine_kwargs)
+        conn.send(("ready", _engine_max_len(llm)))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+        return
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        try:
+            conn.send(("ok", run_llm(llm, vllm, *msg)))
+        except BaseException as e:  # noqa: BLE001
+            conn.send(("error", f"{type(e).__name__}: {e}"))
+
+
+class VLLMBackend:
+    name = "vllm"
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        truncation: str = "refuse",
+        tensor_parallel_size: int = 1,
+        pipeline_parallel_size: int = 1,
+        data_parallel_size: int = 1,
+        max_model_len: int = 0,
+        gpu_memory_utilization: float = 0.9,
+        enable_prefix_caching: bool = True,
+        enable_chunked_prefill: bool = True,
+        rope_scaling: str | dict | None = None,
+        hf_overrides: dict | str | None = None,
+        dtype: str = "auto",
+        max_num_seqs: int = 0,
+        max_num_batched_tokens: int = 0,
+        enforce_eager: bool = False,
+        seed: int = 0,
+        kv_cache_dtype: str = "auto",
+        engine_args: dict | str | None = None,
+        batch_size: int = 512,
+    ):
+        from harness.models import load_tokenizer, materialize, resolve
+
+        vllm = import_vllm()  # fail before any slow work
+        self.ref = resolve(model)
+        self.path = materialize(self.ref)
+        try:
+            with open(os.path.join(self.path, "config.json")) as f:
+                config = json.load(f)
+        except OSError:
+            try:
+                from transformers import AutoConfig
+
+                config = AutoConfig.from_pretrained(self.path).to_dict()
+            except OSError as e:
+                raise OfflineError(f"model: cannot load the config of {model!r}: {str(e).splitlines()[0]}") from None
+        self.tokenizer = load_tokenizer(model)
+        self.truncation = truncation
+        self.dp = int(data_parallel_size)
+        if self.dp < 1:
+            raise ConfigError("backend_args.data_parallel_size: must be >= 1")
+        self.engine_kwargs = build_engine_kwargs(
+            self.path, config=config, tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
+            max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+            enable_prefix_caching=_flag(enable_prefix_caching, "enable_prefix_caching"),
+            enable_chunked_prefill=_flag(enable_chunked_prefill, "enable_chunked_prefill"), rope_scaling=rope_scaling,
+            hf_overrides=_json_obj(hf_overrides, "hf_overrides"), dtype=dtype, max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens, enforce_eager=_flag(enforce_eager, "enforce_eager"), seed=seed,
+            kv_cache_dtype=kv_cache_dtype, engine_args=_json_obj(engine_args, "engine_args"),
+        )
+        self.batch_size = int(batch_size)
+        self.vllm = vllm
+        self.version = getattr(vllm, "__version__", "?")
+        eos = config.get("eos_token_id")
+        gen_path = os.path.join(self.path, "generation_config.json")
+        if os.path.exists(gen_path):
+            with open(gen_path) as f:
+                eos = json.load(f).get("eos_token_id", eos)
+        ids = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}  # as HF
+        self.stop_ids = sorted(i for i in ids if isinstance(i, int))
+        self.llm = None
+        self.workers: list = []
+        engine_len = self._start()
+        self.context_length = int(engine_len or self.engine_kwargs.get("max_model_len")
+                                  or config.get("max_position_embeddings") or 1 << 30)
+
+    def _start(self) -> int | None:
+        if self.dp == 1:
+            self.llm = self.vllm.LLM(**self.engine_kwargs)
+            return _engine_max_len(self.llm)
+        import multiprocessing as mp
+
+        per = self.engine_kwargs["tensor_parallel_size"] * self.engine_kwargs["pipeline_parallel_size"]
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible:
+            devices = [d.strip() for d in visible.split(",") if d.strip()]
+        else:
+            import torch
+
+            devices = [str(i) for i in range(torch.cuda.device_count())]
+        if len(devices) < per * self.dp:
+            raise ConfigError(f"backend_args.data_parallel_size: {self.dp} engines x {per} GPUs each need {per * self.dp} GPUs; "
+                              f"{len(devices)} visible")
+        ctx = mp.get_context("spawn")
+        lens = []
+        for rank in range(self.dp):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_dp_worker, args=(child, self.engine_kwargs, ",".join(devices[rank * per:(rank + 1) * per])),
+                               daemon=True)
+            proc.start()
+            self.workers.append((proc, parent))
+        for rank, (proc, conn) in enumerate(self.workers):
+            kind, value = conn.recv()
+            if kind != "ready":
+                self.close()
+                raise RuntimeError(f"vllm data-parallel engine {rank} failed to start: {value}")
+            lens.append(value)
+        return min((x for x in lens if x), default=None)
+
+    def close(self) -> None:
+        for proc, conn in self.workers:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.terminate()
+        self.workers = []
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def info(self) -> dict[str, Any]:
+        kw = self.engine_kwargs
+        return {
+            "model": self.ref.name,
+            "path": self.path,
+            "vllm": self.version,
+            "tensor_parallel_size": kw["tensor_parallel_size"],
+            "pipeline_parallel_size": kw["pipeline_parallel_size"],
+            "data_parallel_size": self.dp,
+            "max_model_len": self.context_length,
+            "gpu_memory_utilization": kw["gpu_memory_utilization"],
+            "enable_prefix_caching": kw["enable_prefix_caching"],
+            "enable_chunked_prefill": kw["enable_chunked_prefill"],
+            "hf_overrides": kw.get("hf_overrides", {}),
+            "dtype": kw["dtype"],
+            "engine_args": {k: v for k, v in kw.items() if k not in ("model", "tokenizer")},
+            "decoding": "greedy",
+            "ordering": "prefix (lexicographic token ids)",
+        }
+
+    def encode(self, requests: list[Request]) -> tuple[list[list[int]], list[int]]:
+        """Token ids exactly as the HF backend feeds them (after the truncation policy), and tokens cut."""
+        ids, cut = [], []
+        for r in requests:
+            x = self.tokenizer(r.prompt, add_special_tokens=r.add_special_tokens)["input_ids"]
+            x, n = apply_truncation(x, max_new_tokens=r.max_new_tokens, context_length=self.context_length,
+                                    policy=self.truncation, sample_id=r.sample_id)
+            ids.append(list(x))
+            cut.append(n)
+        return ids, cut
+
+    def generate(self, requests: list[Request]) -> list[Prediction]:
+        if not requests:
+            return []
+        ids, cut = self.encode(requests)
+        order = prefix_order(ids)
+        runs = split_balanced(order, [len(x) for x in ids], self.dp)
+        start = time.perf_counter()
+        results: dict[int, tuple] = {}
+        if self.dp == 1:
+            outs = run_llm(self.llm, self.vllm, [ids[i] for i in order], [requests[i].max_new_tokens for i in order], self.stop_ids)
+            results.update(zip(order, outs))
+        else:
+            for (proc, conn), run in zip(self.workers, runs):
+                if run:
+                    conn.send(([ids[i] for i in run], [requests[i].max_new_tokens for i in run], self.stop_ids))
+            for (proc, conn), run in zip(self.workers, runs):
+                if run:
+                    kind, value = conn.recv()
+                    if kind != "ok":
+                        raise RuntimeError(f"vllm data-parallel engine failed: {value}")
+                    results.update(zip(run, value))
+        seconds = time.perf_counter() - start
+        self.last_cached_tokens = sum(r[2] or 0 for r in results.values())
+        stop = set(self.stop_ids)
+        preds = []
+        for i, r in enumerate(requests):
+            toks = results[i][0][: r.max_new_tokens]
+            n = next((j for j, t in enumerate(toks) if t in stop), len(toks))
+            text = self.tokenizer.decode(toks[:n], skip_special_tokens=True)
+            preds.append(Prediction(r.sample_id, text, len(ids[i]), n, seconds / len(requests), truncated_tokens=cut[i]))
+        return preds
