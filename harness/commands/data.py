@@ -1,0 +1,80 @@
+"""`ctxbench data pack|inspect|methods`: continued-pretraining data synthesis (trainers/data)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from harness.cli_common import err, out
+
+data_app = typer.Typer(help="Synthesize packed long-context training data (standard, SPLICE, Quest, kNN, ICLM) "
+                            "and inspect it.", no_args_is_help=True)
+
+
+@data_app.command("pack")
+def data_pack(
+    config: Path = typer.Option(..., "--config", help="synthesis YAML (see configs/data/)"),
+    out_dir: Optional[str] = typer.Option(None, "--out", help="override out_dir"),
+    budget_tokens: Optional[int] = typer.Option(None, help="override budget_tokens"),
+    seed: Optional[int] = typer.Option(None, help="override seed"),
+):
+    """Pack a corpus into fixed-length sequences (shards + manifest); rerunning resumes an interrupted run."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from trainers.data.pipeline import load_config, synthesize
+
+    cfg = load_config(config, out_dir=out_dir, budget_tokens=budget_tokens, seed=seed)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f} tok"),
+                  TimeRemainingColumn(), console=err) as bar:
+        task = bar.add_task(f"{cfg.method} -> {cfg.out_dir}", total=cfg.budget_tokens)
+        m = synthesize(cfg, progress=lambda done, total: bar.update(task, completed=done, total=total))
+    timing = m.stats.get("timing", {})
+    out.print(f"{m.method}: {m.num_sequences} sequences x {m.seq_len} = {m.tokens:,} tokens in {len(m.shards)} shards "
+              f"at {cfg.out_dir} (corpus {timing.get('load_corpus_seconds', 0)}s, prepare "
+              f"{timing.get('prepare_seconds', 0)}s, pack {timing.get('pack_seconds', 0)}s)")
+    out.print_json(json.dumps(m.stats.get("methods", {})))
+
+
+@data_app.command("inspect")
+def data_inspect(
+    shards: list[Path] = typer.Argument(..., help="one or more synthesis directories (with manifest.json)"),
+    sample: int = typer.Option(256, help="sequences sampled per method for Zipf and similarity"),
+    embed: str = typer.Option("tfidf", help="document similarity: tfidf (token ids, no model) or minilm"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the diagnostics as JSON here"),
+):
+    """Tokens, documents per sequence, domain mix, burstiness (Zipf), in-sequence similarity, duplicates."""
+    from harness.errors import ConfigError
+    from trainers.data.diagnostics import inspect, table
+
+    if embed not in ("tfidf", "minilm"):
+        raise ConfigError(f"--embed: expected tfidf or minilm, got {embed!r}")
+    reports = [inspect(p, sample=sample, embed=embed) for p in shards]
+    out.print(table(reports))
+    if json_out:
+        json_out.write_text(json.dumps(reports, indent=1))
+        out.print(f"wrote {json_out}")
+
+
+@data_app.command("methods")
+def data_methods():
+    """List packing methods and their method_args (name, default, help)."""
+    from rich.table import Table
+
+    from trainers.data.methods import METHODS, method_names
+
+    t = Table(title="packing methods (method_args)")
+    for col in ("method", "arg", "default", "help"):
+        t.add_column(col)
+    for name in method_names():
+        spec = METHODS[name]
+        t.add_row(f"[bold]{name}[/]", "", "", spec.help)
+        for arg, field in spec.args.model_fields.items():
+            t.add_row("", arg, repr(field.get_default(call_default_factory=True)), field.description or "")
+    out.print(t)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(data_app, name="data")

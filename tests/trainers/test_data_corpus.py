@@ -1,0 +1,112 @@
+"""Corpus ingestion: every input format, the token cache, domains/paths metadata, document splitting."""
+
+from __future__ import annotations
+
+import json
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.errors import ConfigError
+from trainers.data.corpus import CorpusConfig, load_corpus
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+@pytest.fixture()
+def cache(tmp_path):
+    return tmp_path / "cache"
+
+
+def _texts(corpus):
+    return [corpus.tokenizer.decode(corpus.doc(i).tolist()) for i in range(len(corpus))]
+
+
+def test_jsonl_round_trip_domains_and_cache(tmp_path, cache, smol_tokenizer):
+    recs = [{"text": f"document {i} about {'cats' if i % 2 else 'dogs'}", "src": "a" if i < 3 else "b"} for i in range(6)]
+    recs.insert(2, {"text": "   ", "src": "a"})  # empty: skipped
+    f = tmp_path / "c.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    cfg = CorpusConfig(path=str(f), domain_field="src")
+    c = load_corpus(cfg, smol_tokenizer, cache_root=cache)
+    assert len(c) == 6 and c.meta["skipped_empty"] == 1
+    assert _texts(c) == [r["text"] for r in recs if r["text"].strip()]
+    assert [c.domain_names[d] for d in c.domains] == ["a", "a", "a", "b", "b", "b"]
+    assert c.tokens.dtype == np.int32 and isinstance(c.tokens, np.memmap)
+    stamp = (c.dir / "tokens.npy").stat().st_mtime_ns
+    again = load_corpus(cfg, smol_tokenizer, cache_root=cache)  # cached: not re-tokenized
+    assert again.dir == c.dir and (c.dir / "tokens.npy").stat().st_mtime_ns == stamp
+    f.write_text(f.read_text() + json.dumps({"text": "one more", "src": "b"}) + "\n")
+    assert load_corpus(cfg, smol_tokenizer, cache_root=cache).dir != c.dir  # changed input: new cache
+
+
+def test_special_token_text_is_not_a_separator(tmp_path, cache, smol_tokenizer):
+    f = tmp_path / "c.jsonl"
+    f.write_text(json.dumps({"text": "before <|im_end|> after <|im_start|>"}) + "\n")
+    c = load_corpus(CorpusConfig(path=str(f)), smol_tokenizer, cache_root=cache)
+    ids = set(c.doc(0).tolist())
+    assert smol_tokenizer.eos_token_id not in ids and smol_tokenizer.bos_token_id not in ids
+    assert c.texts([0])[0] == "before <|im_end|> after <|im_start|>"
+
+
+def test_parquet_and_max_docs(tmp_path, cache, smol_tokenizer):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"body": [f"row {i}" for i in range(10)], "path": [f"d{i % 3}/f{i}.txt" for i in range(10)]}),
+                   tmp_path / "c.parquet")
+    c = load_corpus(CorpusConfig(path=str(tmp_path / "c.parquet"), text_field="body", path_field="path", max_docs=7),
+                    smol_tokenizer, cache_root=cache)
+    assert len(c) == 7 and c.paths()[:2] == ["d0/f0.txt", "d1/f1.txt"]
+    assert [c.domain_names[d] for d in c.domains[:3]] == ["d0", "d1", "d2"]  # top-level dir of path_field
+    with pytest.raises(ConfigError, match="text_field"):
+        load_corpus(CorpusConfig(path=str(tmp_path / "c.parquet")), smol_tokenizer, cache_root=cache)
+
+
+def test_text_dir_and_repo_tree(tmp_path, cache, smol_tokenizer):
+    (tmp_path / "t" / "sub").mkdir(parents=True)
+    (tmp_path / "t" / "a.txt").write_text("alpha text")
+    (tmp_path / "t" / "sub" / "b.txt").write_text("beta text")
+    c = load_corpus(CorpusConfig(path=str(tmp_path / "t")), smol_tokenizer, cache_root=cache)
+    assert c.meta["identity"]["format"] == "text_dir" and c.paths() == ["a.txt", "sub/b.txt"]
+    assert [c.domain_names[d] for d in c.domains] == ["txt", "sub"]
+
+    repo = load_corpus(CorpusConfig(path=str(STDLIB / "json")), smol_tokenizer, cache_root=cache)
+    assert repo.meta["identity"]["format"] == "repo"
+    assert repo.paths() == sorted(repo.paths()) and "decoder.py" in repo.paths()
+    assert _texts(repo)[repo.paths().index("decoder.py")] == (STDLIB / "json" / "decoder.py").read_text()
+
+
+def test_max_doc_tokens_is_a_view(tmp_path, cache, smol_tokenizer):
+    f = tmp_path / "c.jsonl"
+    f.write_text(json.dumps({"text": "word " * 300, "path": "x/long.txt"}) + "\n" + json.dumps({"text": "short"}) + "\n")
+    whole = load_corpus(CorpusConfig(path=str(f), path_field="path"), smol_tokenizer, cache_root=cache)
+    split = load_corpus(CorpusConfig(path=str(f), path_field="path", max_doc_tokens=64), smol_tokenizer,
+                        cache_root=cache)
+    assert split.dir == whole.dir  # same token cache
+    assert split.lengths.max() <= 64 and split.lengths.sum() == whole.lengths.sum()
+    assert np.array_equal(np.concatenate([split.doc(i) for i in range(len(split))]), whole.tokens)
+    assert split.paths()[:-1] == ["x/long.txt"] * (len(split) - 1)
+
+
+def test_config_errors(tmp_path, cache, smol_tokenizer):
+    with pytest.raises(ConfigError, match="corpus.path"):
+        load_corpus(CorpusConfig(path=str(tmp_path / "missing.jsonl")), smol_tokenizer, cache_root=cache)
+    f = tmp_path / "c.jsonl"
+    f.write_text(json.dumps({"content": "x"}) + "\n")
+    with pytest.raises(ConfigError, match="text_field"):
+        load_corpus(CorpusConfig(path=str(f)), smol_tokenizer, cache_root=cache)
+
+
+def test_repo_field_prefixes_paths_and_bad_json_is_one_line(tmp_path, cache, smol_tokenizer):
+    f = tmp_path / "code.jsonl"
+    rows = [{"content": "int a;", "repo": "acme/x", "path": "src/a.c"}, {"content": "int b;", "repo": "acme/y", "path": "b.c"}]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    c = load_corpus(CorpusConfig(path=str(f), text_field="content", path_field="path", repo_field="repo"),
+                    smol_tokenizer, cache_root=cache)
+    assert c.paths() == ["acme/x/src/a.c", "acme/y/b.c"] and [c.domain_names[d] for d in c.domains] == ["acme", "acme"]
+    f.write_text(f.read_text() + "{not json\n")
+    with pytest.raises(ConfigError, match="code.jsonl:3 is not valid JSON"):
+        load_corpus(CorpusConfig(path=str(f), text_field="content"), smol_tokenizer, cache_root=cache)
