@@ -1,0 +1,43 @@
+"""`ctxbench train METHOD --config FILE`: run a registered trainer; rerunning resumes from its last checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from harness.cli_common import err, out
+
+
+def train(
+    method: str = typer.Argument(..., help="registered trainer, e.g. cpt"),
+    config: Path = typer.Option(..., "--config", help="trainer YAML (see configs/trainers/)"),
+    store: Optional[Path] = typer.Option(None, "--store", help="results store (overrides the config's store)"),
+    output_dir: Optional[Path] = typer.Option(None, "--output-dir", help="checkpoint directory (overrides the config)"),
+    max_steps: Optional[int] = typer.Option(None, help="override the config's max_steps"),
+    fresh: bool = typer.Option(False, help="discard this run's checkpoints and losses and start over"),
+):
+    """Train a model; writes an HF checkpoint that `ctxbench score --model DIR` scores, and logs losses to the store."""
+    from harness import registry
+    from trainers.base import load_config
+
+    cls = registry.get("trainer", method, field="METHOD")
+    cfg = load_config(cls.config_cls, config, store=str(store) if store else None,
+                      output_dir=str(output_dir) if output_dir else None, max_steps=max_steps)
+    result = cls(cfg, console=err).train(fresh=fresh)
+    if result.skipped:
+        out.print(f"already trained (same config and data): {result.checkpoint}")
+    else:
+        resumed = f", resumed from step {result.resumed_from_step}" if result.resumed_from_step else ""
+        out.print(f"trained {result.steps} steps, {result.tokens:,} tokens in {result.seconds:.0f}s{resumed}")
+    losses = " ".join(f"{k} {v:.4f}" for k, v in (("train loss", result.train_loss), ("val loss", result.eval_loss)) if v is not None)
+    if losses:
+        out.print(losses)
+    out.print(f"checkpoint: {result.checkpoint}")
+    out.print(f"losses: {result.run_dir / 'losses.jsonl'}")
+    out.print(f"score it: ctxbench score --model {result.checkpoint}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train)

@@ -1,0 +1,276 @@
+"""The trainer interface: a validated config in; an HF checkpoint, a manifest and a loss log out.
+
+A trainer is a registered class with a pydantic ``config_cls`` and four hooks that `trainers.loop.HFTrainer`
+drives: ``prepare_data()``, ``build_model()``, ``data_collator()``, ``hf_trainer_class()``. Shared here:
+RoPE context extension, DeepSpeed, resume from the last ``checkpoint-*``, the run directory in the store
+(``record.json`` + append-only ``losses.jsonl``) and ``ctxbench_manifest.json`` beside the weights.
+
+The next trainers plug in through the same hooks:
+- hierarchical-QA SFT: prepare_data() tokenizes chat turns with labels -100 outside the answers (the HF
+  loss is then answer-only); data_collator() pads input_ids/labels/attention_mask; RoPE stages are
+  successive configs, each base_model the previous stage's output_dir.
+- LOGO: prepare_data() yields (prompt, chosen, M rejected) with synthetic position_ids; data_collator()
+  keeps position_ids; hf_trainer_class() returns a Trainer whose compute_loss is the LOGO objective
+  plus the SFT term; build_model() wraps the model with LoRA.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Protocol
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from harness.config import CONFIG_ROOT, one_line
+from harness.errors import ConfigError
+
+MANIFEST_NAME = "ctxbench_manifest.json"
+RUN_MARK = "ctxbench_run.json"  # in output_dir: which config owns its checkpoints
+LOSSES = "losses.jsonl"
+DEEPSPEED_PRESETS = ("zero3", "zero3_offload")
+# Keys that do not change the trained weights; excluded from the config hash (and so from the run id).
+VOLATILE = {"store", "output_dir", "threads", "dataloader_workers", "label", "group", "logging_steps", "eval_steps",
+            "save_steps", "save_total_limit", "delete_checkpoints"}
+
+
+class ScratchModel(BaseModel):
+    """A model built from a config with random weights (tests, tiny CPU studies)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    config: dict[str, Any] = Field(description="transformers config keys; model_type defaults to llama, vocab_size and "
+                                   "bos/eos/pad ids to the tokenizer's, e.g. {hidden_size: 64, num_hidden_layers: 2}")
+    tokenizer: str = Field("smollm2-135m", description="tokenizer alias, dir or hub id; must be the one the data was packed with")
+
+
+class RopeSpec(BaseModel):
+    """Context extension through the model config (transformers 5: config.rope_parameters)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    theta: float | None = Field(None, gt=0, description="RoPE base (rope_theta): 1e6 CodeLlama-style, 1e5/5e6 Quest 32K/128K")
+    type: Literal["default", "linear", "dynamic", "yarn", "llama3", "longrope"] | None = Field(
+        None, description="RoPE scaling type; None keeps the model's")
+    factor: float | None = Field(None, gt=0, description="scaling factor for linear/dynamic/yarn/llama3/longrope")
+    original_max_position_embeddings: int | None = Field(
+        None, ge=1, description="pre-extension window for yarn/llama3/longrope; default: the model's max_position_embeddings")
+    max_position_embeddings: int | None = Field(
+        None, ge=1, description="new context window written to the config; default: max(model's, training seq_len)")
+
+    @model_validator(mode="after")
+    def _factor(self):
+        if self.type not in (None, "default") and self.factor is None:
+            raise ValueError(f"rope.factor is required with rope.type {self.type!r}")
+        return self
+
+
+class TrainerConfig(BaseModel):
+    """Settings every trainer shares; a trainer's config subclasses this and adds its data."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    base_model: str | ScratchModel = Field(description="alias (smollm2-135m), HF dir, hub id, or {config: {...}} to start from scratch")
+    store: str = Field("runs", description="results store; the run directory (record.json, losses.jsonl) goes here")
+    output_dir: str | None = Field(None, description="checkpoint directory (HF format); default <store>/<run_id>/model")
+    label: str | None = Field(None, description="name of the trained model in boards and fits; default: the run id")
+    group: str | None = Field(None, description="curve group for `ctxbench fit` (e.g. '1.4B'); default: base model and size")
+    rope: RopeSpec | None = Field(None, description="context extension: RoPE theta and/or scaling type and factor")
+    max_steps: int | None = Field(None, ge=1, description="optimizer steps; default one pass over the training data")
+    per_device_batch_size: int = Field(1, ge=1, description="sequences per device per micro-step")
+    gradient_accumulation_steps: int = Field(1, ge=1, description="micro-steps per optimizer step")
+    learning_rate: float = Field(2e-5, gt=0, description="peak learning rate (Quest 5e-5/4e-5/2e-5; SPLICE 1.5e-5)")
+    lr_scheduler: str = Field("cosine", description="transformers scheduler name: cosine, linear, constant_with_warmup, ...")
+    warmup_steps: float = Field(0, ge=0, description="warmup steps, or a fraction of max_steps when < 1")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay (Quest 0.1)")
+    adam_beta1: float = Field(0.9, gt=0, lt=1, description="AdamW beta1")
+    adam_beta2: float = Field(0.95, gt=0, lt=1, description="AdamW beta2 (Quest 0.95)")
+    adam_epsilon: float = Field(1e-8, gt=0, description="AdamW epsilon")
+    max_grad_norm: float = Field(1.0, ge=0, description="gradient clipping norm; 0 disables")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field("auto", description="auto: bf16 on a GPU that has it, else fp32")
+    gradient_checkpointing: bool = Field(False, description="recompute activations in backward: long sequences on less memory")
+    attn_implementation: str = Field("sdpa", description="eager, sdpa or flash_attention_2")
+    deepspeed: str | None = Field(None, description="zero3, zero3_offload (configs/deepspeed/) or a DeepSpeed JSON path")
+    eval_steps: int | None = Field(None, ge=1, description="validation every N steps; default save_steps (and always at the end)")
+    logging_steps: int = Field(1, ge=1, description="log the train loss every N steps")
+    save_steps: int = Field(50, ge=1, description="write checkpoint-N every N steps (what a rerun resumes from)")
+    save_total_limit: int = Field(2, ge=1, description="checkpoints kept in output_dir")
+    delete_checkpoints: bool = Field(False, description="remove checkpoint-* once the final model is saved (they only "
+                                     "serve resuming, and hold optimizer state)")
+    seed: int = Field(0, description="seed for weights (scratch), data order and dropout")
+    threads: int = Field(0, ge=0, description="torch CPU threads; 0 keeps the default")
+    dataloader_workers: int = Field(0, ge=0, description="DataLoader worker processes")
+    extra_args: dict[str, Any] = Field(default_factory=dict, description="more transformers.TrainingArguments keys (escape hatch)")
+
+    def config_hash(self) -> str:
+        blob = json.dumps(self.model_dump(mode="json", exclude=VOLATILE), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class DataBundle:
+    """What prepare_data() hands the loop: map-style datasets and what identifies them."""
+
+    train: Any
+    eval: Any | None
+    data_hash: str
+    seq_len: int
+    tokens_per_sequence: int
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    run_id: str
+    run_dir: Path
+    checkpoint: Path
+    steps: int
+    tokens: int
+    train_loss: float | None
+    eval_loss: float | None
+    resumed_from_step: int | None
+    seconds: float
+    skipped: bool = False  # True: an identical finished run was found; nothing was trained
+
+
+class Trainer(Protocol):
+    """What the CLI and studies call; HFTrainer implements train() on top of the four hooks."""
+
+    name: ClassVar[str]
+    config_cls: ClassVar[type[TrainerConfig]]
+
+    def prepare_data(self) -> DataBundle: ...
+    def build_model(self, data: DataBundle) -> Any: ...
+    def data_collator(self) -> Callable[[list[dict[str, Any]]], dict[str, Any]]: ...
+    def hf_trainer_class(self) -> type: ...
+    def train(self, *, callbacks: Sequence[Any] = (), fresh: bool = False) -> TrainResult: ...
+
+
+class TrainRun:
+    """A training run in the results store: record.json plus append-only losses.jsonl.
+
+    Each append is one write() on an O_APPEND descriptor, fsynced; a torn last line from a killed
+    writer is cut off before the next append, as the scoring store does with samples.
+    """
+
+    def __init__(self, root: Path, run_id: str):
+        self.dir = Path(root) / run_id
+        self.record_path = self.dir / "record.json"
+        self.losses_path = self.dir / LOSSES
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.record_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
+        os.replace(tmp, self.record_path)
+
+    def read(self) -> dict[str, Any]:
+        return json.loads(self.record_path.read_text())
+
+    def reset(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def repair(self) -> None:
+        if self.losses_path.exists():
+            data = self.losses_path.read_bytes()
+            if data and not data.endswith(b"\n"):
+                with open(self.losses_path, "r+b") as f:
+                    f.truncate(data.rfind(b"\n") + 1)
+
+    def append(self, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.losses_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, "".join(json.dumps(r) + "\n" for r in rows).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def losses(self) -> list[dict[str, Any]]:
+        """Rows by (split, step), the last written winning: a resumed run re-logs steps after its checkpoint."""
+        if not self.losses_path.exists():
+            return []
+        latest: dict[tuple[str, int], dict[str, Any]] = {}
+        with open(self.losses_path, encoding="utf-8") as f:
+            for line in f:
+                if line.endswith("\n"):
+                    r = json.loads(line)
+                    latest[(r["split"], r["step"])] = r
+        return [latest[k] for k in sorted(latest)]
+
+
+def load_config(cls: type[TrainerConfig], path: Path, **overrides: Any) -> TrainerConfig:
+    """Read a YAML config; a bad key or value is one line naming it."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"--config: {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path.name}: invalid YAML ({getattr(e, 'problem', e)})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path.name}: must be a mapping of trainer settings")
+    return validate(cls, {**raw, **{k: v for k, v in overrides.items() if v is not None}}, where=path.name)
+
+
+def validate(cls: type[TrainerConfig], raw: dict[str, Any], *, where: str) -> TrainerConfig:
+    try:
+        return cls(**raw)
+    except ValidationError as e:
+        raise ConfigError(one_line(e, where)) from None
+
+
+def deepspeed_path(spec: str) -> Path:
+    p = CONFIG_ROOT / "deepspeed" / f"{spec}.json" if spec in DEEPSPEED_PRESETS else Path(spec)
+    if not p.exists():
+        raise ConfigError(f"deepspeed: {spec!r} is neither {' nor '.join(DEEPSPEED_PRESETS)} nor an existing JSON file")
+    return p
+
+
+def apply_rope(model_config: Any, rope: RopeSpec | None, seq_len: int) -> None:
+    """Write theta / scaling into config.rope_parameters (per layer type where nested) and widen the window."""
+    old_window = int(getattr(model_config, "max_position_embeddings", 0) or 0)
+    if rope is not None:
+        params = dict(getattr(model_config, "rope_parameters", None) or {})
+        update: dict[str, Any] = {}
+        if rope.theta is not None:
+            update["rope_theta"] = float(rope.theta)
+        if rope.type is not None:
+            update["rope_type"] = rope.type
+        if rope.factor is not None:
+            update["factor"] = float(rope.factor)
+        if rope.type in ("yarn", "llama3", "longrope", "dynamic"):
+            update["original_max_position_embeddings"] = rope.original_max_position_embeddings or old_window
+        nested = params and all(isinstance(v, dict) for v in params.values())
+        model_config.rope_parameters = ({k: {**v, **update} for k, v in params.items()} if nested else {**params, **update})
+    window = (rope.max_position_embeddings if rope and rope.max_position_embeddings else None) or max(old_window, seq_len)
+    model_config.max_position_embeddings = int(window)
+
+
+def loss_points(root: Path, *, run_ids: Sequence[str] = (), points: str = "final", split: str = "eval"):
+    """(group, tokens, loss, run_id) points from the training runs of a store, for `ctxbench fit`.
+
+    final: one point per finished run, its last `split` loss against tokens trained, grouped by the run's
+    group (Quest: one run per data size D, a curve per model size); curve: every logged point of each
+    run, one curve per run (its label).
+    """
+    import pandas as pd
+
+    rows = []
+    for rec_path in sorted(Path(root).glob("*/record.json")):
+        rec = json.loads(rec_path.read_text())
+        if rec.get("kind") != "train" or (run_ids and rec["run_id"] not in run_ids):
+            continue
+        logged = [r for r in TrainRun(Path(root), rec["run_id"]).losses() if r["split"] == split]
+        if points == "final":
+            if logged and rec.get("status") == "complete":
+                last = max(logged, key=lambda r: r["step"])
+                rows.append((rec["group"], last["tokens"], last["loss"], rec["run_id"]))
+        else:
+            rows += [(rec.get("label") or rec["run_id"], r["tokens"], r["loss"], rec["run_id"]) for r in logged]
+    return pd.DataFrame(rows, columns=["group", "tokens", "loss", "run_id"])

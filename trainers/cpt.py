@@ -1,0 +1,169 @@
+"""Continued pretraining (`cpt`): causal-LM loss on packed sequences streamed from shards.
+
+The data is a packed directory (trainers.data.shards: manifest + .npy shards), either given or
+synthesized first from `data.synthesis` (resumable). Sequences are memory-mapped, so corpora larger
+than RAM train without loading. Validation loss comes from a held-out shard directory or the tail
+of the packed data, every eval_steps and at the end. Context extension is the base config's `rope`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from harness.config import one_line
+from harness.errors import ConfigError
+from harness.registry import register
+from trainers.base import DataBundle, ScratchModel, TrainerConfig
+from trainers.loop import HFTrainer
+
+
+class CPTData(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    path: str | None = Field(None, description="packed-data directory (manifest.json + shards) to train on")
+    synthesis: dict[str, Any] | None = Field(None, description="trainers.data.pipeline.SynthesisConfig keys: pack first "
+                                             "(resumable; its out_dir is the data), then train")
+    eval_path: str | None = Field(None, description="packed directory for validation; default: the tail of the training data")
+    eval_sequences: int = Field(8, ge=0, description="sequences held out from the end of the data when eval_path is unset; "
+                                "0 = no validation")
+    max_sequences: int | None = Field(None, ge=1, description="train on at most this many sequences (after the holdout)")
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if (self.path is None) == (self.synthesis is None):
+            raise ValueError("give exactly one of data.path (packed directory) or data.synthesis (pack first)")
+        return self
+
+
+class CPTConfig(TrainerConfig):
+    """Continued pretraining on packed sequences; see TrainerConfig for the shared settings."""
+
+    data: CPTData = Field(description="where the packed training sequences come from")
+
+
+class PackedSequences:
+    """Map-style dataset over rows [start, stop) of a packed directory's shards, memory-mapped on first use."""
+
+    def __init__(self, directory: Path, start: int = 0, stop: int | None = None):
+        from trainers.data.shards import read_manifest
+
+        self.dir = Path(directory)
+        m = read_manifest(self.dir)
+        if m is None:
+            raise ConfigError(f"data: {self.dir} has no manifest.json; run the packing (ctxbench synthesize) first")
+        self.manifest = m
+        self.shards = list(m.shards)
+        self.counts = [int(np.load(self.dir / s, mmap_mode="r").shape[0]) for s in self.shards]
+        self.ends = list(np.cumsum(self.counts))
+        total = self.ends[-1] if self.ends else 0
+        self.start, self.stop = start, total if stop is None else min(stop, total)
+        self._open: dict[int, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return max(0, self.stop - self.start)
+
+    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        row = self.start + i
+        k = bisect.bisect_right(self.ends, row)
+        if k not in self._open:
+            self._open[k] = np.load(self.dir / self.shards[k], mmap_mode="r")
+        first = self.ends[k] - self.counts[k]
+        return {"input_ids": np.asarray(self._open[k][row - first], dtype=np.int64)}
+
+
+def collate_packed(rows: list[dict[str, np.ndarray]]) -> dict[str, Any]:
+    """Full packed sequences: no padding, so no attention mask; the model shifts labels itself."""
+    import torch
+
+    ids = torch.from_numpy(np.stack([r["input_ids"] for r in rows]))
+    return {"input_ids": ids, "labels": ids.clone()}
+
+
+@register("trainer", "cpt")
+class CPTTrainer(HFTrainer):
+    """Causal-LM continued pretraining with the transformers Trainer."""
+
+    name = "cpt"
+    config_cls = CPTConfig
+
+    def data_dir(self) -> Path:
+        d = self.config.data
+        if d.path is not None:
+            return Path(d.path)
+        from trainers.data.pipeline import SynthesisConfig, synthesize
+        from trainers.data.shards import read_manifest
+        from trainers.study import resolve_corpus
+
+        raw = dict(d.synthesis)
+        out = Path(str(raw.get("out_dir", "packed")))
+        if isinstance(raw.get("corpus"), dict):  # 'stdlib:' corpora are copied next to the packed data
+            raw["corpus"] = resolve_corpus(raw["corpus"], out.parent)
+        try:
+            cfg = SynthesisConfig(**raw)
+        except ValidationError as e:
+            raise ConfigError(one_line(e, "data.synthesis")) from None
+        if self.is_main:
+            synthesize(cfg)
+        else:  # other ranks wait for rank 0's packing instead of packing the same data concurrently
+            while not ((m := read_manifest(Path(cfg.out_dir))) and m.complete):
+                time.sleep(10)
+        return Path(cfg.out_dir)
+
+    def prepare_data(self) -> DataBundle:
+        d = self.config.data
+        directory = self.data_dir()
+        full = PackedSequences(directory)
+        m = full.manifest
+        if not m.complete:
+            raise ConfigError(f"data.path: the packing in {directory} is incomplete; rerun its synthesis to finish it")
+        self._check_tokenizer(m.tokenizer)
+        n = len(full)
+        if d.eval_path:
+            evalset = PackedSequences(Path(d.eval_path))
+            if evalset.manifest.seq_len != m.seq_len:
+                raise ConfigError(f"data.eval_path: sequences of {evalset.manifest.seq_len} tokens, training data has {m.seq_len}")
+            stop, eval_hash = n, evalset.manifest.data_hash
+        else:
+            if d.eval_sequences >= n:
+                raise ConfigError(f"data.eval_sequences: {d.eval_sequences} of the {n} packed sequences leaves none to train on;"
+                                  " lower it, pack more data, or set data.eval_path")
+            stop = n - d.eval_sequences
+            evalset = PackedSequences(directory, stop, n) if d.eval_sequences else None
+            eval_hash = f"tail{d.eval_sequences}"
+        if d.max_sequences:
+            stop = min(stop, d.max_sequences)
+        train = PackedSequences(directory, 0, stop)
+        blob = json.dumps([m.data_hash, eval_hash, len(train)])
+        info = {"path": str(directory), "method": m.method, "tokenizer": m.tokenizer, "sequences": len(train),
+                "tokens": len(train) * m.seq_len, "eval_sequences": len(evalset) if evalset else 0,
+                "eval_tokens": len(evalset) * m.seq_len if evalset else 0, "packing_config_hash": m.config_hash}
+        return DataBundle(train, evalset if evalset else None, hashlib.sha256(blob.encode()).hexdigest()[:16], m.seq_len,
+                          m.seq_len, info)
+
+    def _check_tokenizer(self, packed_with: str) -> None:
+        """Token ids mean nothing under another vocabulary: refuse data packed with a different tokenizer."""
+        b = self.config.base_model
+        mine = b.tokenizer if isinstance(b, ScratchModel) else b
+        if packed_with == mine:
+            return
+        from harness.models import load_tokenizer, tokenizer_fingerprint
+
+        try:
+            theirs = tokenizer_fingerprint(load_tokenizer(packed_with))
+        except Exception:  # noqa: BLE001 - unloadable name: cannot compare, trust the user
+            return
+        if theirs != tokenizer_fingerprint(self.tokenizer):
+            raise ConfigError(f"data: packed with tokenizer {packed_with!r}, but the model uses {mine!r}; "
+                              "repack with the model's tokenizer")
+
+    def data_collator(self):
+        return collate_packed

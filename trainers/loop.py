@@ -1,0 +1,309 @@
+"""The shared training loop over transformers.Trainer: model building, resume, loss log, manifest.
+
+`HFTrainer.train()` drives a trainer's hooks (see trainers/base.py): prepare_data() -> build_model() ->
+transformers Trainer (hf_trainer_class(), data_collator()) resumed from the last checkpoint-* of
+output_dir -> final validation -> save_pretrained + tokenizer + ctxbench_manifest.json. A finished run
+with the same config and data hash is not retrained.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from harness.errors import ConfigError
+from trainers.base import (MANIFEST_NAME, RUN_MARK, DataBundle, ScratchModel, TrainerConfig, TrainResult, TrainRun,
+                           apply_rope, deepspeed_path)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:40].strip("_") or "model"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class HFTrainer:
+    """Shared loop over transformers.Trainer; subclasses provide prepare_data() and data_collator()."""
+
+    name: ClassVar[str] = "base"
+    config_cls: ClassVar[type[TrainerConfig]] = TrainerConfig
+
+    def __init__(self, config: TrainerConfig, *, console: Any = None):
+        self.config = config
+        self.console = console
+        self._tokenizer = None
+        self.is_main = int(os.environ.get("RANK", "0")) == 0  # torchrun/deepspeed rank: only rank 0 writes files
+
+    # --- identity -------------------------------------------------------------------------------
+    @property
+    def base_name(self) -> str:
+        b = self.config.base_model
+        return f"scratch-{b.config.get('model_type', 'llama')}" if isinstance(b, ScratchModel) else b
+
+    @property
+    def run_id(self) -> str:
+        c = self.config
+        return f"train-{self.name}-{_slug(c.label or Path(self.base_name).name)}-{c.config_hash()[:8]}"
+
+    @property
+    def run(self) -> TrainRun:
+        return TrainRun(Path(self.config.store), self.run_id)
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.config.output_dir) if self.config.output_dir else self.run.dir / "model"
+
+    # --- hooks ----------------------------------------------------------------------------------
+    def prepare_data(self) -> DataBundle:
+        raise NotImplementedError
+
+    def data_collator(self) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
+        raise NotImplementedError
+
+    def hf_trainer_class(self) -> type:
+        from transformers import Trainer as HF
+
+        return HF
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            from harness.models import load_tokenizer
+
+            b = self.config.base_model
+            self._tokenizer = load_tokenizer(b.tokenizer if isinstance(b, ScratchModel) else b)
+        return self._tokenizer
+
+    def build_model(self, data: DataBundle) -> Any:
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        c, tok = self.config, self.tokenizer
+        if isinstance(c.base_model, ScratchModel):
+            kw = dict(c.base_model.config)
+            model_type = kw.pop("model_type", "llama")
+            kw.setdefault("vocab_size", len(tok))
+            for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+                kw.setdefault(key, getattr(tok, key, None))
+            mc = AutoConfig.for_model(model_type, **kw)
+            apply_rope(mc, c.rope, data.seq_len)
+            torch.manual_seed(c.seed)
+            model = AutoModelForCausalLM.from_config(mc, attn_implementation=c.attn_implementation)
+        else:
+            from harness.models import materialize, resolve
+
+            path = materialize(resolve(c.base_model))
+            mc = AutoConfig.from_pretrained(path)
+            apply_rope(mc, c.rope, data.seq_len)
+            # fp32 master weights for mixed precision; DeepSpeed bf16 keeps its own, so load bf16 there
+            dtype = torch.bfloat16 if (c.deepspeed and self._precision() == "bf16") else torch.float32
+            model = AutoModelForCausalLM.from_pretrained(path, config=mc, dtype=dtype, attn_implementation=c.attn_implementation)
+        if c.gradient_checkpointing:
+            model.config.use_cache = False
+        return model
+
+    # --- the loop -------------------------------------------------------------------------------
+    def _precision(self) -> str:
+        if self.config.precision != "auto":
+            return self.config.precision
+        import torch
+
+        return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "fp32"
+
+    def _has_cuda(self) -> bool:
+        import torch
+
+        return torch.cuda.is_available()
+
+    def world_size(self) -> int:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+
+    def steps_for(self, data: DataBundle) -> int:
+        c = self.config
+        per_step = c.per_device_batch_size * c.gradient_accumulation_steps * self.world_size()
+        return c.max_steps or max(1, math.ceil(len(data.train) / per_step))
+
+    def training_arguments(self, data: DataBundle) -> dict[str, Any]:
+        """Keyword arguments for transformers.TrainingArguments (a dict, so tests need no DeepSpeed)."""
+        c = self.config
+        precision = self._precision()
+        eval_every = c.eval_steps or c.save_steps
+        kw = dict(
+            output_dir=str(self.output_dir), max_steps=self.steps_for(data), per_device_train_batch_size=c.per_device_batch_size,
+            per_device_eval_batch_size=c.per_device_batch_size, gradient_accumulation_steps=c.gradient_accumulation_steps,
+            learning_rate=c.learning_rate, lr_scheduler_type=c.lr_scheduler, warmup_steps=c.warmup_steps,
+            weight_decay=c.weight_decay, adam_beta1=c.adam_beta1, adam_beta2=c.adam_beta2, adam_epsilon=c.adam_epsilon,
+            max_grad_norm=c.max_grad_norm, bf16=precision == "bf16", fp16=precision == "fp16",
+            activation_checkpointing=c.gradient_checkpointing, logging_steps=c.logging_steps,
+            eval_strategy="steps" if data.eval is not None else "no", eval_steps=eval_every, save_strategy="steps",
+            save_steps=c.save_steps, save_total_limit=c.save_total_limit, seed=c.seed, data_seed=c.seed, report_to=[],
+            disable_tqdm=True, include_num_input_tokens_seen=True, dataloader_num_workers=c.dataloader_workers,
+            remove_unused_columns=False, dataloader_pin_memory=self._has_cuda(),
+        )
+        if c.deepspeed:
+            kw["deepspeed"] = str(deepspeed_path(c.deepspeed))
+        return {**kw, **c.extra_args}
+
+    def finished(self, data: DataBundle) -> dict[str, Any] | None:
+        """The manifest of an identical finished run in output_dir, if any."""
+        path = self.output_dir / MANIFEST_NAME
+        if not path.exists():
+            return None
+        m = json.loads(path.read_text())
+        same = m.get("config_hash") == self.config.config_hash() and m.get("data_hash") == data.data_hash
+        return m if same else None
+
+    def train(self, *, callbacks: Sequence[Any] = (), fresh: bool = False) -> TrainResult:
+        c, run, out = self.config, self.run, self.output_dir
+        if c.threads:
+            import torch
+
+            torch.set_num_threads(c.threads)
+        if fresh and self.is_main:
+            shutil.rmtree(out, ignore_errors=True)
+            run.reset()
+        data = self.prepare_data()
+        done = self.finished(data)
+        if done is not None:
+            return self._result(done, skipped=True)
+        if self.is_main:
+            self._claim(out)
+        from transformers import TrainingArguments
+
+        last = last_checkpoint(out)
+        model = self.build_model(data)
+        params = sum(p.numel() for p in model.parameters())
+        record = self._record(data, params)
+        if self.is_main:
+            run.write(record)
+            run.repair()
+        args = TrainingArguments(**self.training_arguments(data))
+        per_step = data.tokens_per_sequence * c.per_device_batch_size * c.gradient_accumulation_steps * self.world_size()
+        hf = self.hf_trainer_class()(
+            model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=self.data_collator(),
+            processing_class=self.tokenizer, callbacks=[*_callbacks(run, per_step, self.console, self.name), *callbacks],
+        )
+        from transformers.trainer_callback import PrinterCallback
+
+        hf.remove_callback(PrinterCallback)  # the rich bar and losses.jsonl replace its printed dicts
+        start = time.perf_counter()
+        hf.train(resume_from_checkpoint=last)
+        if data.eval is not None and hf.state.global_step % args.eval_steps:
+            hf.evaluate()  # the final validation loss, at the last step
+        hf.save_model(str(out))
+        seconds = time.perf_counter() - start
+        losses = run.losses()
+        last_of = {r["split"]: r["loss"] for r in losses}
+        tokens = int(hf.state.num_input_tokens_seen or hf.state.global_step * per_step)
+        manifest = {
+            "trainer": self.name, "run_id": self.run_id, "label": c.label or self.run_id, "config_hash": c.config_hash(),
+            "data_hash": data.data_hash, "base_model": self.base_name, "parameters": params, "seq_len": data.seq_len,
+            "tokens": {"trained": tokens, "data": data.info.get("tokens"), "eval": data.info.get("eval_tokens")},
+            "steps": hf.state.global_step, "train_loss": last_of.get("train"), "eval_loss": last_of.get("eval"),
+            "resumed_from_step": int(Path(last).name.split("-")[-1]) if last else None, "seconds": round(seconds, 2),
+            "rope": c.rope.model_dump() if c.rope else None, "run_dir": str(run.dir), "created": _now(),
+            "config": c.model_dump(mode="json"),
+        }
+        if hf.is_world_process_zero():
+            self.tokenizer.save_pretrained(str(out))
+            (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, default=str))
+            run.write({**record, "status": "complete", "steps": manifest["steps"], "tokens": tokens,
+                       "train_loss": manifest["train_loss"], "eval_loss": manifest["eval_loss"]})
+            if c.delete_checkpoints:
+                for ckpt in out.glob("checkpoint-*"):
+                    shutil.rmtree(ckpt, ignore_errors=True)
+        return self._result(manifest, skipped=False)
+
+    def _claim(self, out: Path) -> None:
+        """Refuse to resume checkpoints that another config wrote into the same output_dir."""
+        mark = out / RUN_MARK
+        if mark.exists():
+            owner = json.loads(mark.read_text()).get("config_hash")
+            if owner != self.config.config_hash():
+                raise ConfigError(f"output_dir: {out} holds checkpoints of a different config; choose another output_dir "
+                                  "or pass --fresh to discard them")
+        out.mkdir(parents=True, exist_ok=True)
+        mark.write_text(json.dumps({"config_hash": self.config.config_hash(), "run_id": self.run_id}))
+
+    def _record(self, data: DataBundle, params: int) -> dict[str, Any]:
+        from harness.runner import versions
+
+        c = self.config
+        group = c.group or f"{Path(self.base_name).name} ({params / 1e6:.3g}M)"
+        return {
+            "run_id": self.run_id, "kind": "train", "trainer": self.name, "label": c.label or self.run_id, "group": group,
+            "created": _now(), "model": str(self.output_dir.resolve()), "base_model": self.base_name, "parameters": params,
+            "config": c.model_dump(mode="json"), "config_hash": c.config_hash(), "data_hash": data.data_hash,
+            "data": data.info, "seq_len": data.seq_len, "status": "running", "versions": versions(), "command": sys.argv,
+            "schema_version": 1,
+        }
+
+    def _result(self, m: dict[str, Any], *, skipped: bool) -> TrainResult:
+        return TrainResult(self.run_id, self.run.dir, self.output_dir, int(m["steps"]), int(m["tokens"]["trained"]),
+                           m.get("train_loss"), m.get("eval_loss"), m.get("resumed_from_step"), float(m.get("seconds", 0)),
+                           skipped)
+
+
+def last_checkpoint(out: Path) -> str | None:
+    """The newest checkpoint-N that finished saving (has trainer_state.json); None to start from step 0."""
+    found = [(int(p.name.split("-")[-1]), p) for p in out.glob("checkpoint-*")
+             if p.name.split("-")[-1].isdigit() and (p / "trainer_state.json").exists()] if out.is_dir() else []
+    return str(max(found)[1]) if found else None
+
+
+def _callbacks(run: TrainRun, tokens_per_step: int, console: Any, name: str) -> list[Any]:
+    """Loss logging to the store and a rich progress bar (defined here: transformers loads only when training)."""
+    from transformers import TrainerCallback
+
+    def tokens_at(state) -> int:
+        return int(state.num_input_tokens_seen or state.global_step * tokens_per_step)
+
+    class LossLog(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not state.is_world_process_zero or not logs:
+                return
+            rows = [{"step": state.global_step, "tokens": tokens_at(state),
+                     "split": split, "loss": float(logs[key])}
+                    for split, key in (("train", "loss"), ("eval", "eval_loss")) if key in logs]
+            run.append(rows)
+
+    class RichProgress(TrainerCallback):
+        def __init__(self):
+            self.bar = self.job = None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            if console is None or not state.is_world_process_zero:
+                return
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                TimeRemainingColumn(), console=console)
+            self.bar.start()
+            self.job = self.bar.add_task(f"training {name}", total=state.max_steps, completed=state.global_step)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.bar is not None:
+                self.bar.update(self.job, completed=state.global_step)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            shown = " ".join(f"{k.replace('eval_', 'val ')} {logs[k]:.3f}" for k in ("loss", "eval_loss") if k in (logs or {}))
+            if self.bar is not None and shown:
+                self.bar.update(self.job, description=f"training {name} · {shown}")
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if self.bar is not None:
+                self.bar.stop()
+                self.bar = None
+
+    return [LossLog(), RichProgress()]
