@@ -100,6 +100,7 @@ def test_tiny_study_end_to_end_then_resumes_without_work(tmp_path, data_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_cpu_stdlib_study_end_to_end(tmp_path, data_dir):
     """The shipped CPU study (SmolLM2-135M, three packings, NIAH + KV): minutes, not seconds."""
     study = load_study(REPO / "configs" / "studies" / "cpu-stdlib.yaml").model_copy(update={"out_dir": str(tmp_path / "s")})
