@@ -104,6 +104,22 @@ def one_line(err: ValidationError, where: str) -> str:
     return f"{where}: {loc}: {msg}"
 
 
+def read_yaml_mapping(path: Path, *, field: str, expect: str) -> dict[str, Any]:
+    """A YAML file that must hold a mapping; every failure is one line naming the file (or field)."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{field}: {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path.name}:{at} invalid YAML ({getattr(e, 'problem', e)})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path.name}: must be a mapping with {expect}")
+    return raw
+
+
 def suite_path(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists():
@@ -119,14 +135,7 @@ def suite_path(name_or_path: str) -> Path:
 
 def load_suite(name_or_path: str, **overrides: Any) -> Suite:
     path = suite_path(name_or_path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path.name}:{at} invalid YAML ({getattr(e, 'problem', e)})") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path.name}: must be a mapping with keys name, lengths, samples, tasks")
+    raw = read_yaml_mapping(path, field="suite", expect="keys name, lengths, samples, tasks")
     raw = {**raw, **{k: v for k, v in overrides.items() if v is not None}}
     try:
         suite = Suite(**raw)

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.config import CONFIG_ROOT, one_line
@@ -206,15 +205,10 @@ class TrainRun:
 
 def load_config(cls: type[TrainerConfig], path: Path, **overrides: Any) -> TrainerConfig:
     """Read a YAML config; a bad key or value is one line naming it."""
+    from harness.config import read_yaml_mapping
+
     path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"--config: {path} does not exist")
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path.name}: invalid YAML ({getattr(e, 'problem', e)})") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path.name}: must be a mapping of trainer settings")
+    raw = read_yaml_mapping(path, field="--config", expect="trainer settings")
     return validate(cls, {**raw, **{k: v for k, v in overrides.items() if v is not None}}, where=path.name)
 
 

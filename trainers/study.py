@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.config import one_line
@@ -119,15 +118,10 @@ class StudyResult:
 
 def load_study(path: Path) -> StudyConfig:
     """Read and fully validate a study: the config, each method's trainer config and the suite."""
+    from harness.config import read_yaml_mapping
+
     path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"study: {path} does not exist")
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path.name}: invalid YAML ({getattr(e, 'problem', e)})") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path.name}: must be a mapping with keys name, corpus, methods, base_model, eval, ...")
+    raw = read_yaml_mapping(path, field="study", expect="keys name, corpus, methods, base_model, eval, ...")
     try:
         study = StudyConfig(**raw)
     except ValidationError as e:

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import ConfigError
@@ -49,17 +48,10 @@ class SynthesisConfig(BaseModel):
 
 def load_config(path: str | Path, **overrides: Any) -> SynthesisConfig:
     """Read a YAML synthesis config; validation errors become one-line ConfigErrors naming the key."""
-    from harness.config import one_line
+    from harness.config import one_line, read_yaml_mapping
 
     p = Path(path)
-    if not p.exists():
-        raise ConfigError(f"--config: {path} does not exist")
-    try:
-        raw = yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{p.name}: invalid YAML ({str(e).splitlines()[0]})") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{p.name}: expected a mapping of config keys (corpus, method, seq_len, ...)")
+    raw = read_yaml_mapping(p, field="--config", expect="config keys (corpus, method, seq_len, ...)")
     raw.update({k: v for k, v in overrides.items() if v is not None})
     try:
         cfg = SynthesisConfig(**raw)
