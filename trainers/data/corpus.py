@@ -119,7 +119,7 @@ def iter_documents(cfg: CorpusConfig) -> Iterator[tuple[str, str, str]]:
             raw = f.read_bytes()
             if b"\0" in raw[:8192]:
                 continue  # binary
-            rel = f.relative_to(p).as_posix()
+            rel = f.resolve().relative_to(p).as_posix()
             yield raw.decode("utf-8", errors="replace"), _domain(cfg, rel, None), rel
     elif fmt == "jsonl":
         for f in _record_files(p, (".jsonl", ".jsonl.gz", ".json", ".ndjson")):
@@ -168,7 +168,7 @@ def corpus_identity(cfg: CorpusConfig) -> dict:
     h = hashlib.sha256()
     for f in files:
         st = f.stat()
-        h.update(f"{f.relative_to(p) if f != p else f.name}\t{st.st_size}\t{st.st_mtime_ns}\n".encode())
+        h.update(f"{f.resolve().relative_to(p) if f.resolve() != p else f.name}\t{st.st_size}\t{st.st_mtime_ns}\n".encode())
     settings = cfg.model_dump(exclude={"max_doc_tokens"}, exclude_defaults=True)  # new optional fields keep old keys
     return {"path": str(p), "format": fmt, "files": len(files), "files_hash": h.hexdigest()[:16], "settings": settings}
 
