@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import sys
@@ -38,19 +37,14 @@ def score(
     shard: Optional[str] = typer.Option(None, help="score part i of n (e.g. 0/4); parts share one run directory"),
 ):
     """Score a model on a suite; rerunning the same command resumes."""
-    from harness.config import load_suite
+    from harness.config import load_suite, select_tasks
     from harness.runner import RunPlan, run
     from harness.summary import table
 
     if samples is not None and samples < 1:
         raise ConfigError("--samples: must be at least 1")
     s = load_suite(suite, lengths=_ints(lengths, "--lengths"), samples=samples, template=template, truncation=truncation, seed=seed)
-    if tasks:
-        pats = [p.strip() for p in tasks.split(",") if p.strip()]
-        keep = [t for t in s.tasks if any(fnmatch.fnmatch(t.display, p) or fnmatch.fnmatch(t.task, p) for p in pats)]
-        if not keep:
-            raise ConfigError(f"--tasks: {tasks!r} matches no task of suite {s.name}; it has {', '.join(t.display for t in s.tasks)}")
-        s = s.model_copy(update={"tasks": keep})
+    s = select_tasks(s, tasks)
     args = _kv(backend_arg, "--backend-arg")
     if rope_scaling:
         from harness.backends.rope import parse_rope_scaling

@@ -146,6 +146,19 @@ def load_suite(name_or_path: str, **overrides: Any) -> Suite:
     return suite
 
 
+def select_tasks(suite: Suite, patterns: str | None) -> Suite:
+    """Keep the suite's tasks matching comma-separated names or globs (e.g. 'ruler/niah*')."""
+    if not patterns:
+        return suite
+    import fnmatch
+
+    pats = [p.strip() for p in patterns.split(",") if p.strip()]
+    keep = [t for t in suite.tasks if any(fnmatch.fnmatch(t.display, p) or fnmatch.fnmatch(t.task, p) for p in pats)]
+    if not keep:
+        raise ConfigError(f"--tasks: {patterns!r} matches no task of suite {suite.name}; it has {', '.join(t.display for t in suite.tasks)}")
+    return suite.model_copy(update={"tasks": keep})
+
+
 def build_task(spec: TaskSpec, *, where: str = "task"):
     factory = registry.get("task", spec.task, field=f"{where}.task")
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 from pathlib import Path
 from typing import Optional
 
@@ -27,7 +26,7 @@ def export_lm_eval_cmd(
     data_dir: Optional[Path] = typer.Option(None, help="default data dir (pg_essays/, squad/, hotpotqa/); env CTXBENCH_DATA_DIR wins"),
 ):
     """Write lm-eval task YAMLs, one per (task, length), that generate and score with ctxbench."""
-    from harness.config import load_suite
+    from harness.config import load_suite, select_tasks
     from harness.lmeval_export import export_lm_eval
 
     if samples is not None and samples < 1:
@@ -35,12 +34,7 @@ def export_lm_eval_cmd(
     if data_dir is not None and not data_dir.is_dir():
         raise ConfigError(f"--data-dir: {data_dir} is not a directory")
     s = load_suite(suite, lengths=_ints(lengths, "--lengths"), samples=samples, seed=seed, template=template)
-    if tasks:
-        pats = [p.strip() for p in tasks.split(",") if p.strip()]
-        keep = [t for t in s.tasks if any(fnmatch.fnmatch(t.display, p) or fnmatch.fnmatch(t.task, p) for p in pats)]
-        if not keep:
-            raise ConfigError(f"--tasks: {tasks!r} matches no task of suite {s.name}; it has {', '.join(t.display for t in s.tasks)}")
-        s = s.model_copy(update={"tasks": keep})
+    s = select_tasks(s, tasks)
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"export: {out_dir} exists and is not a directory")
     done = export_lm_eval(out_dir, s, tokenizer=tokenizer, data_dir=str(data_dir.resolve()) if data_dir else None)
