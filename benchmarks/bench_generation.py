@@ -85,7 +85,7 @@ def fill_stats(fills: list[float]) -> dict:
 
 def ensure_essays(ruler: Path, data_dir: Path) -> None:
     """Write our haystack (read exactly as tasks/haystacks.py reads it) into the RULER checkout."""
-    from tasks.haystacks import read_text_source
+    from ctxbench.tasks.haystacks import read_text_source
 
     target = ruler / "scripts/data/synthetic/json/PaulGrahamEssays.json"
     text = read_text_source(data_dir / "pg_essays")
@@ -94,9 +94,9 @@ def ensure_essays(ruler: Path, data_dir: Path) -> None:
 
 
 def run_ours(name: str, tok, data_dir: Path, lengths: list[int], samples, seed: int, verify: str = "full") -> dict:
-    from harness import registry
-    from harness.prompting import PromptRenderer
-    from tasks.base import GenContext
+    from ctxbench.harness.core import registry
+    from ctxbench.harness.core.context import GenContext
+    from ctxbench.harness.core.prompting import PromptRenderer
 
     task = registry.get("task", name)()
     ctx = GenContext(tok, PromptRenderer(tok, "chat"), data_dir=data_dir, verify=verify)
@@ -185,9 +185,9 @@ def main() -> int:
         return 2
     from transformers import AutoTokenizer
 
-    from harness import registry
-    from harness.models import materialize, resolve
-    from harness.prompting import PromptRenderer
+    from ctxbench.harness.core import registry
+    from ctxbench.harness.core.models import materialize, resolve
+    from ctxbench.harness.core.prompting import PromptRenderer
 
     lengths = [int(x) for x in a.lengths.split(",")]
     samples = (lambda length: a.samples) if a.samples else (lambda length: 3 if length >= 65536 else 10)

@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 
 
 def build_suite(args):
-    from harness.config import Suite, TaskSpec
+    from ctxbench.harness.core.config import Suite, TaskSpec
 
     tasks = [TaskSpec(task=t, args={"tokens_to_generate": args.tokens_to_generate}) for t in args.tasks.split(",")]
     return Suite(name="bench-overhead", lengths=[int(x) for x in args.lengths.split(",")], samples=args.samples, tasks=tasks)
@@ -45,10 +45,10 @@ def build_suite(args):
 
 def make_backend(args):
     if args.backend == "hf":
-        from harness.backends.hf import HFBackend
+        from ctxbench.harness.backends.hf import HFBackend
 
         return HFBackend(model=args.model, dtype=args.dtype, threads=args.threads, batch_size=args.batch_size, device=args.device)
-    from harness.backends.vllm_engine import VLLMBackend
+    from ctxbench.harness.backends.vllm_engine import VLLMBackend
 
     return VLLMBackend(model=args.model, max_model_len=args.max_model_len, gpu_memory_utilization=0.5,
                        batch_size=args.batch_size or 512)
@@ -120,8 +120,8 @@ def raw_hf(backend, batches):
 
 
 def raw_vllm(backend, batches):
-    from harness.backends.ordering import prefix_order
-    from harness.backends.vllm_engine import run_llm
+    from ctxbench.harness.backends.ordering import prefix_order
+    from ctxbench.harness.backends.vllm_engine import run_llm
 
     prepared = []
     for batch in batches:
@@ -157,8 +157,8 @@ def main(argv=None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from harness import registry
-    from harness.runner import RunPlan, run
+    from ctxbench.harness.core import registry
+    from ctxbench.harness.runner import RunPlan, run
 
     suite = build_suite(args)
     t = time.perf_counter()

@@ -1,32 +1,54 @@
-"""The `ctxbench` command line. User errors print one line and exit non-zero, with no traceback."""
+"""The `ctxbench` command line. User errors print one line and exit non-zero, with no traceback.
+
+Exit codes: 0 success; 2 bad input (a one-line error naming the field and the fix); 3 a run finished but
+some samples failed (rerun the same command to retry them); 130 interrupted (rerun to resume).
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from harness.cli_common import _data_dir, _ints, _kv, err, out
-from harness.errors import ConfigError, CtxbenchError
+from ctxbench.harness.cli_common import _data_dir, _ints, _kv, err, out
+from ctxbench.harness.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConfigError, CtxbenchError
+from ctxbench.harness.core.io import atomic_write
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Measure how much of its context a language model can really use.")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from ctxbench.harness.core.provenance import git_commit, version
+
+        commit = git_commit()
+        out.print(f"ctxbench {version('ctxbench') or 'unknown'}" + (f" ({commit})" if commit else ""), highlight=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="print the version and exit")):
+    """Measure how much of its context a language model can really use."""
+
+
 @app.command()
 def score(
     model: str = typer.Option("smollm2-135m", help="alias, local HF dir, .gguf file or hub id"),
-    suite: str = typer.Option("ruler-quick", help="suite name under configs/suites/ or a YAML path"),
-    lengths: Optional[str] = typer.Option(None, help="override the suite's lengths, e.g. 1024,2048"),
+    suite: str = typer.Option("ruler-quick", help="shipped suite name (see `ctxbench suites`) or a YAML path"),
+    lengths: Optional[str] = typer.Option(None, help="override the suite's lengths, e.g. 1024,2048 or 4k,8k"),
     samples: Optional[int] = typer.Option(None, help="override samples per task and length"),
     tasks: Optional[str] = typer.Option(None, help="comma-separated task names or globs to keep, e.g. 'ruler/niah*'"),
-    out_dir: Path = typer.Option(Path("runs"), "--out", help="results store directory"),
-    backend: str = typer.Option("hf", help="backend name: hf, echo, ..."),
+    store_dir: Path = typer.Option(Path("runs"), "--store", help="results store directory"),
+    backend: str = typer.Option("hf", help="backend: hf, vllm, openai, lmeval:<type>, echo"),
     backend_arg: list[str] = typer.Option([], "--backend-arg", help="KEY=VALUE passed to the backend (repeatable)"),
+    dtype: Optional[str] = typer.Option(None, help="model dtype (backend arg dtype), e.g. bfloat16, float32"),
+    batch_size: Optional[int] = typer.Option(None, help="requests per batch (backend arg batch_size)"),
+    device: Optional[str] = typer.Option(None, help="device (backend arg device), e.g. cpu, cuda, cuda:1"),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads (backend arg threads)"),
     template: Optional[str] = typer.Option(None, help="auto, chat, or a plain template for base models"),
     truncation: Optional[str] = typer.Option(None, help="refuse (default) or middle"),
     seed: Optional[int] = typer.Option(None, help="override the suite's seed"),
@@ -37,24 +59,39 @@ def score(
     shard: Optional[str] = typer.Option(None, help="score part i of n (e.g. 0/4); parts share one run directory"),
 ):
     """Score a model on a suite; rerunning the same command resumes."""
-    from harness.config import load_suite, select_tasks
-    from harness.runner import RunPlan, run
-    from harness.summary import table
+    from ctxbench.harness.core.config import load_suite, select_tasks
+    from ctxbench.harness.runner import RunInterrupted, RunPlan, run
+    from ctxbench.harness.summary import table
 
     if samples is not None and samples < 1:
         raise ConfigError("--samples: must be at least 1")
     s = load_suite(suite, lengths=_ints(lengths, "--lengths"), samples=samples, template=template, truncation=truncation, seed=seed)
     s = select_tasks(s, tasks)
     args = _kv(backend_arg, "--backend-arg")
+    for key, value in (("dtype", dtype), ("batch_size", batch_size), ("device", device), ("threads", threads)):
+        if value is not None:
+            if key in args and args[key] != value:
+                raise ConfigError(f"--{key.replace('_', '-')}: also given as --backend-arg {key}={args[key]}; give it once")
+            args[key] = value
     if rope_scaling:
-        from harness.backends.rope import parse_rope_scaling
+        from ctxbench.harness.backends.rope import parse_rope_scaling
 
         parse_rope_scaling(rope_scaling, field="--rope-scaling")  # fail early, with one line
         args["rope_scaling"] = rope_scaling
-    plan = RunPlan(s, model, backend, args, out_dir, _data_dir(data_dir), label or "", _shard(shard))
-    store = run(plan, fresh=fresh, console=err)
-    out.print(table(store, title=f"{model} on {s.name} (score ×100)"))
-    out.print(f"results: {store.dir}")
+    plan = RunPlan(s, model, backend, args, store_dir, _data_dir(data_dir), label or "", _shard(shard))
+    try:
+        outcome = run(plan, fresh=fresh, console=err)
+    except RunInterrupted as e:
+        o = e.outcome
+        err.print(f"interrupted at {o.done}/{o.planned}; rerun the same command to resume", highlight=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    out.print(table(outcome.store, title=f"{label or model} on {s.name} (score ×100)"))
+    out.print(f"results: {outcome.store.dir}", highlight=False)
+    if outcome.failed:
+        reasons = ", ".join(f"{k}: {v}" for k, v in outcome.errors.most_common())
+        err.print(f"{outcome.failed} samples failed ({reasons}); rerun the same command to retry them", highlight=False)
+        raise typer.Exit(EXIT_FAILED)
+    out.print(f"next: ctxbench board build --store {store_dir}", highlight=False)
 
 
 def _shard(spec: Optional[str]) -> tuple[int, int]:
@@ -72,7 +109,7 @@ def _shard(spec: Optional[str]) -> tuple[int, int]:
 @app.command()
 def generate(
     task: str = typer.Option(..., help="registered task, e.g. ruler/niah_single_2"),
-    length: int = typer.Option(..., help="target length in tokens (prompt + generation)"),
+    length: str = typer.Option(..., help="target length in tokens (prompt + generation), e.g. 4096 or 4k"),
     samples: int = typer.Option(5, help="number of samples"),
     tokenizer: str = typer.Option("smollm2-135m", help="alias, local dir, .gguf or hub id"),
     out_file: Path = typer.Option(..., "--out", help="output .jsonl"),
@@ -81,74 +118,119 @@ def generate(
     template: str = typer.Option("auto"),
     data_dir: Optional[Path] = typer.Option(None, help="local data dir; env CTXBENCH_DATA_DIR"),
     verify: str = typer.Option("full", help="full: tokenize every prompt; first: only the first, then trust exact piece counts"),
+    fmt: str = typer.Option("ctxbench", "--format", help="ctxbench (every field) or ruler (RULER's index/input/outputs/length)"),
 ):
     """Write a task's samples as JSON lines (the exact prompts a model would see)."""
-    from harness import datasets
-    from harness.config import TaskSpec, build_task
-    from harness.models import load_tokenizer
-    from harness.prompting import PromptRenderer
-    from tasks.base import GenContext
+    from ctxbench.harness.core import datasets
+    from ctxbench.harness.core.config import TaskSpec, build_task
+    from ctxbench.harness.core.context import GenContext
+    from ctxbench.harness.core.models import load_tokenizer
+    from ctxbench.harness.core.prompting import PromptRenderer
 
-    if length < 64 or samples < 1:
+    tokens = (_ints(length, "--length") or [0])[0]
+    if tokens < 64 or samples < 1:
         raise ConfigError("--length must be >= 64 and --samples >= 1")
-    t = build_task(TaskSpec(task=task, args=_kv(arg, "--arg")), where="--task")
-    tok = load_tokenizer(tokenizer)
     if verify not in ("full", "first"):
         raise ConfigError("--verify: use full or first")
+    if fmt not in ("ctxbench", "ruler"):
+        raise ConfigError("--format: use ctxbench or ruler")
+    t = build_task(TaskSpec(task=task, args=_kv(arg, "--arg")), where="--task")
+    tok = load_tokenizer(tokenizer)
     ctx = GenContext(tok, PromptRenderer(tok, template), data_dir=_data_dir(data_dir), verify=verify)
-    rows = datasets.generate(t, length=length, indices=range(samples), seed=seed, ctx=ctx)
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_file.with_name(out_file.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for s in rows:
-            f.write(json.dumps(s.to_json(), ensure_ascii=False) + "\n")
-    os.replace(tmp, out_file)
-    err.print(f"wrote {len(rows)} samples to {out_file}")
+    rows = datasets.generate(t, length=tokens, indices=range(samples), seed=seed, ctx=ctx)
+    lines = [s.to_json() if fmt == "ctxbench" else ruler_row(s, tok) for s in rows]
+    atomic_write(out_file, "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
+    err.print(f"wrote {len(rows)} samples to {out_file}", highlight=False)
+
+
+def ruler_row(s, tok) -> dict:
+    """A sample in RULER's field names: `input` is the task text (no model template), `answer_prefix` apart,
+    `length` its tokens, `length_w_model_temp` the rendered prompt's, `token_position_answer` (needle tasks)."""
+    row = {"index": s.index, "input": s.user_text, "outputs": list(s.answers),
+           "length": len(tok(s.user_text + s.answer_prefix, add_special_tokens=False)["input_ids"]) + s.max_new_tokens,
+           "length_w_model_temp": s.prompt_tokens + s.max_new_tokens, "answer_prefix": s.answer_prefix}
+    at = s.user_text.find(s.answers[0]) if s.answers else -1
+    if "niah" in s.task and at >= 0:
+        row["token_position_answer"] = len(tok(s.user_text[:at], add_special_tokens=False)["input_ids"])
+    return row
 
 
 @app.command("tasks")
-def list_tasks():
-    """List registered tasks."""
-    from harness import registry
+def list_tasks(
+    pattern: Optional[str] = typer.Argument(None, help="glob over task names, e.g. 'ruler/*'"),
+):
+    """List registered tasks, one line each: category, what it measures, and the data it needs."""
+    import fnmatch
 
-    for name in registry.names("task"):
-        out.print(name)
+    from ctxbench.harness.core import registry
+
+    rows = [(name, factory()) for name, factory in registry.entries("task").items()
+            if not pattern or fnmatch.fnmatch(name, pattern)]
+    width = max((len(n) for n, _ in rows), default=0)
+    for name, task in rows:
+        out.print(f"{name:<{width}}  ({task.category}) {task.describe()}; data: {task.data_needs()}",
+                  highlight=False, soft_wrap=True, markup=False)
+
+
+@app.command("suites")
+def list_suites():
+    """List the shipped suites, one line each (pass a name or your own YAML path to --suite)."""
+    from ctxbench.harness.core.config import shipped_suites
+
+    for name, description in shipped_suites().items():
+        out.print(f"[bold]{name}[/bold]  {description}", highlight=False)
 
 
 def _load_commands() -> None:
-    """Each module in harness/commands/ adds its commands with register(app, helpers)."""
+    """Each module in harness/commands/ adds its commands with register(app)."""
     import importlib
     import pkgutil
 
-    import harness.commands as pkg
+    import ctxbench.harness.commands as pkg
 
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-        importlib.import_module(f"harness.commands.{info.name}").register(app)
+        importlib.import_module(f"ctxbench.harness.commands.{info.name}").register(app)
 
 
 _load_commands()
 
 
+def _one_line_usage(e: Exception) -> tuple[str, int]:
+    """A click/typer usage error as one line, or (help text, 0) for a bare `ctxbench`."""
+    ctx = getattr(e, "ctx", None)
+    if type(e).__name__ == "NoArgsIsHelpError":  # bare `ctxbench`: typer has printed the help
+        return "", 0
+    msg = " ".join(e.format_message().split()) if hasattr(e, "format_message") else str(e)
+    where = ctx.command_path if ctx is not None else "ctxbench"
+    return f"error: {msg} (see {where} --help)", EXIT_USAGE
+
+
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # typer.Exit(n) comes back as a return value here
     except CtxbenchError as e:
-        err.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
+        sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
-        err.print("interrupted; rerun the same command to resume")
-        sys.exit(130)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Abort):
-            sys.exit(1)
+        err.print("interrupted; rerun the same command to resume", highlight=False)
+        sys.exit(EXIT_INTERRUPTED)
+    except SystemExit:
         raise
+    except Exception as e:  # usage errors from typer's (vendored) click
+        names = {c.__name__ for c in type(e).__mro__}
+        if type(e).__name__ == "Exit" or "Exit" in names and hasattr(e, "exit_code"):
+            sys.exit(e.exit_code)
+        if "Abort" in names:
+            err.print("aborted", highlight=False)
+            sys.exit(EXIT_INTERRUPTED)
+        if "ClickException" in names:
+            text, code = _one_line_usage(e)
+            if text:
+                err.print(text, highlight=False, soft_wrap=True, markup=False)
+            sys.exit(code)
+        raise
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -9,17 +9,11 @@ from typing import Optional
 
 from rich.console import Console
 
-from harness.errors import ConfigError
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.lengths import parse_length
 
 err = Console(stderr=True)
 out = Console()
-
-
-def parse_length(text: str) -> int:
-    """1024, 4k/4K (=4096), 1m/1M (=1048576)."""
-    t = text.strip().lower()
-    mult = {"k": 1024, "m": 1024 * 1024}.get(t[-1:], 1)
-    return int(t[:-1] if mult > 1 else t) * mult
 
 
 def _ints(value: Optional[str], field: str) -> Optional[list[int]]:

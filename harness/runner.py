@@ -1,45 +1,45 @@
-"""The run loop: generate (cached) samples, ask the backend, score, append to the store. Resumable."""
+"""The one run loop: for each task × length, stream samples in bounded chunks, ask the backend, score, append.
+
+Memory does not grow with the suite: samples are generated (or read from their cache) one chunk at a time,
+sent, scored and appended before the next chunk is read; only the set of finished sample ids is kept.
+Batches never mix lengths (a chunk is one task at one length), and within a chunk prompts are sorted so
+that prompts sharing a prefix (depth grids, shared haystacks) are adjacent for prefix caches.
+
+Tasks driven by another harness (lm-eval) are "external": they produce their own rows through the same store,
+record and resume logic. Over-long lengths are refused before any sample is generated. Every planned sample
+ends with a row: a prediction, or a recorded error that a rerun of the same command retries.
+"""
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import hashlib
 import json
 import platform
-import re
 import sys
-from dataclasses import dataclass
-from importlib import metadata
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from harness import datasets, registry
-from harness.backends.base import apply_truncation
-from harness.config import Suite, build_task
-from harness.metrics import is_empty
-from harness.prompting import PromptRenderer
-from harness.models import tokenizer_fingerprint
-from harness.store import RunStore
-from harness.types import Request, RunRecord, Sample
-from tasks.base import GenContext
+from ctxbench.harness.core import datasets, registry
+from ctxbench.harness.core.config import Suite, build_task
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.errors import ConfigError, PromptTooLongError
+from ctxbench.harness.core.io import slug
+from ctxbench.harness.core.metrics import is_empty
+from ctxbench.harness.core.models import tokenizer_fingerprint, weights_fingerprint
+from ctxbench.harness.core.progress import progress
+from ctxbench.harness.core.prompting import PromptRenderer
+from ctxbench.harness.core.provenance import versions
+from ctxbench.harness.core.store import RunStore
+from ctxbench.harness.core.types import Prediction, Request, RunRecord, Sample
 
-
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for dist in ("ctxbench", "torch", "transformers", "tokenizers", "wonderwords", "vllm", "numpy", "httpx", "lm_eval"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
-
-
-def progress(console: Console) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), console=console, transient=False)
+CHUNK_TOKENS = 1 << 23  # prompt tokens in flight per chunk (~32 MB of text): bounds memory, feeds vLLM large batches
+MAX_CHUNK = 1024
 
 
 @dataclass(frozen=True)
@@ -56,94 +56,196 @@ class RunPlan:
     def run_id(self) -> str:
         blob = json.dumps({"suite": self.suite.model_dump(mode="json"), "model": self.model, "backend": self.backend,
                            "args": self.backend_args}, sort_keys=True)
-        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.label or Path(self.model).name or self.model)[:40]
-        return f"{slug}-{self.suite.name}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+        return f"{slug(self.label or Path(self.model).name or self.model)}-{slug(self.suite.name)}-" \
+               f"{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
 
     def in_shard(self, sample_id: str) -> bool:
         i, n = self.shard
         return n == 1 or int(hashlib.sha1(sample_id.encode()).hexdigest(), 16) % n == i
 
 
-def make_samples(suite: Suite, ctx: GenContext, console: Console, keep=lambda sample_id: True) -> list[tuple[Any, Sample]]:
-    specs = [(spec, build_task(spec)) for spec in suite.tasks]
-    plan = []
-    for spec, task in specs:
+@dataclass(frozen=True)
+class Cell:
+    """One task at one length: the unit of generation, batching and progress."""
+
+    task: Any
+    length: int
+    planned: int  # samples of the whole run (all shards)
+    indices: tuple[int, ...]  # this shard's
+
+
+@dataclass
+class RunOutcome:
+    """What a run did: planned samples (this shard), how many are done, and errors by reason."""
+
+    store: RunStore
+    planned: int
+    done: int = 0
+    errors: collections.Counter = field(default_factory=collections.Counter)
+    interrupted: bool = False
+
+    @property
+    def failed(self) -> int:
+        return sum(self.errors.values())
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C during a run; carries where it stopped."""
+
+    def __init__(self, outcome: RunOutcome):
+        super().__init__(f"interrupted at {outcome.done}/{outcome.planned}")
+        self.outcome = outcome
+
+
+def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True) -> tuple[list[Cell], list[Any]]:
+    """The suite's (task, length) cells and its external tasks, without generating any sample."""
+    cells, external = [], []
+    for i, spec in enumerate(suite.tasks):
+        task = build_task(spec, where=f"tasks.{i}")
         if getattr(task, "external", False):
+            external.append(task)
             continue
-        n = task.samples_per_length(ctx) if hasattr(task, "samples_per_length") else None
+        n = task.samples_per_length(ctx)
         n = suite.samples if n is None else n
         for length in spec.lengths or suite.lengths:
-            plan.append((task, length, [i for i in range(n) if keep(f"{task.name}@{length}#{i}")]))
-    out = []
-    with progress(console) as bar:
-        job = bar.add_task("generating samples", total=sum(len(ix) for _, _, ix in plan))
-        for task, length, indices in plan:
-            for s in datasets.generate(task, length=length, indices=indices, seed=suite.seed, ctx=ctx,
-                                       on_sample=lambda: bar.advance(job)):
-                out.append((task, s))
-    return out
+            if length == 0:
+                raise ConfigError(f"tasks.{i}: {spec.display} needs a length of at least 64 tokens; length 0 is for "
+                                  "short-context (lm-eval) tasks only")
+            cells.append(Cell(task, length, n, tuple(j for j in range(n) if keep(f"{task.name}@{length}#{j}"))))
+    return cells, external
 
 
-def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None) -> RunStore:
+def check_lengths(cells: list[Cell], backend: Any, truncation: str) -> None:
+    """Refuse, before any work, lengths the model cannot hold (a sample fills its length, generation included)."""
+    over = sorted({c.length for c in cells if c.length > backend.context_length})
+    if over and truncation == "refuse":
+        raise PromptTooLongError(
+            f"lengths: {', '.join(map(str, over))} exceed the model's context of {backend.context_length} tokens; "
+            "drop them (--lengths) or pass --truncation middle to cut prompts in the middle")
+
+
+def chunk_size(length: int, batch_size: int) -> int:
+    return max(batch_size, min(MAX_CHUNK, CHUNK_TOKENS // max(length, 1)))
+
+
+def chunks(items: Iterable[Sample], size: int) -> Iterator[list[Sample]]:
+    buf: list[Sample] = []
+    for item in items:
+        buf.append(item)
+        if len(buf) >= size:
+            yield buf
+            buf = []
+    if buf:
+        yield buf
+
+
+def request(s: Sample) -> Request:
+    return Request(s.id, s.prompt, s.max_new_tokens, s.add_special_tokens, s.prompt_tokens, s.user_text, s.answer_prefix)
+
+
+def build_backend(plan: RunPlan, truncation: str) -> Any:
+    return registry.get("backend", plan.backend, field="backend")(model=plan.model, truncation=truncation, **plan.backend_args)
+
+
+def model_fingerprint(backend: Any, model: str) -> str:
+    """The backend's own fingerprint if it has one, else a hash of the local weights, else the model's name."""
+    own = getattr(backend, "fingerprint", None)
+    if callable(own):
+        return str(own())
+    try:
+        return weights_fingerprint(model)
+    except (ConfigError, OSError):
+        return "name:" + model
+
+
+def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, backend: Any = None) -> RunOutcome:
+    """Score the plan's suite into the store; rerunning resumes. `backend` overrides building one (tests, notebooks)."""
     console = console or Console(stderr=True)
     suite = plan.suite
-    backend = registry.get("backend", plan.backend, field="backend")(model=plan.model, truncation=suite.truncation, **plan.backend_args)
+    if backend is None:
+        backend = build_backend(plan, suite.truncation)
     renderer = PromptRenderer(backend.tokenizer, suite.template)
     ctx = GenContext(backend.tokenizer, renderer, data_dir=plan.data_dir, verify=suite.verify)
-    samples = make_samples(suite, ctx, console, keep=plan.in_shard)
-    if suite.truncation == "refuse":  # refuse before any work is stored, not half-way through
-        for _, s in samples:
-            apply_truncation(range(s.prompt_tokens), max_new_tokens=s.max_new_tokens, context_length=backend.context_length,
-                             policy="refuse", sample_id=s.id)
+    cells, external = plan_cells(suite, ctx, keep=plan.in_shard)
+    check_lengths(cells, backend, suite.truncation)
 
     i, n = plan.shard
     store = RunStore(plan.out_dir, plan.run_id(), part=None if n == 1 else f"shard-{i}-of-{n}")
-    if fresh:
-        store.reset()
-    store.write_record(RunRecord(
-        run_id=plan.run_id(), created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), suite=suite.name,
-        suite_config=suite.model_dump(mode="json"), model=plan.model, backend=plan.backend,
-        backend_args={**plan.backend_args, **backend.info()}, tokenizer=str(getattr(backend.tokenizer, "name_or_path", "")),
-        tokenizer_fingerprint=tokenizer_fingerprint(backend.tokenizer), template=renderer.template, seed=suite.seed,
-        truncation=suite.truncation, versions=versions(), command=sys.argv, label=plan.label or plan.model,
-    ))
-    store.open_for_append()
-    done = store.done_ids()
-    todo = [(t, s) for t, s in samples if s.id not in done]
-    # Group by generation budget, longest first (fewer pad tokens; OOM shows early), then by prompt text,
-    # so prompts that share a prefix (depth grids, shared haystacks) are adjacent for prefix caches.
-    todo.sort(key=lambda ts: (ts[1].max_new_tokens, -ts[1].length, ts[1].prompt))
+    with store.writer():
+        if fresh:
+            store.reset()
+            if n == 1:
+                for path in store.dir.glob("lmeval_results.json"):
+                    path.unlink()
+        now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        planned: dict[str, dict[str, int]] = {}
+        for c in cells:
+            planned.setdefault(c.task.name, {})[str(c.length)] = c.planned
+        record = RunRecord(
+            run_id=plan.run_id(), created=now, suite=suite.name, suite_config=suite.model_dump(mode="json"), model=plan.model,
+            backend=getattr(backend, "name", plan.backend), backend_args={**plan.backend_args, **backend.info()},
+            tokenizer=str(getattr(backend.tokenizer, "name_or_path", "")), tokenizer_fingerprint=tokenizer_fingerprint(backend.tokenizer),
+            template=renderer.template, seed=suite.seed, truncation=suite.truncation, versions=versions(), command=sys.argv,
+            label=plan.label or plan.model, model_fingerprint=model_fingerprint(backend, plan.model),
+            plan=planned, external=[t.name for t in external])
+        store.begin(record, {"started": now, "shard": f"{i}/{n}", "command": sys.argv, "versions": record.versions,
+                             "host": platform.node()})
+        done = store.done_ids()
+        outcome = RunOutcome(store, planned=sum(len(c.indices) for c in cells))
+        outcome.done = sum(1 for c in cells for j in c.indices if f"{c.task.name}@{c.length}#{j}" in done)
+        try:
+            _score_cells(cells, done, backend, ctx, suite, store, outcome, console, plan.label or plan.model)
+            if i == 0:  # external tasks (lm-eval) run whole, in the first shard only
+                _run_external(external, suite, backend, renderer, store, console)
+        except KeyboardInterrupt:
+            outcome.interrupted = True
+            raise RunInterrupted(outcome) from None
+    return outcome
+
+
+def _score_cells(cells, done, backend, ctx, suite, store, outcome: RunOutcome, console, name: str) -> None:
     batch_size = max(1, int(getattr(backend, "batch_size", 1)))
+    if not cells:
+        return
     with progress(console) as bar:
-        job = bar.add_task(f"scoring {plan.label or plan.model}", total=len(samples), completed=len(samples) - len(todo))
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start : start + batch_size]
-            requests = [Request(s.id, s.prompt, s.max_new_tokens, s.add_special_tokens, s.prompt_tokens, s.user_text, s.answer_prefix)
-                        for _, s in chunk]
-            preds = backend.generate(requests)
-            store.append([_row(t, s, p) for (t, s), p in zip(chunk, preds)])
-            bar.advance(job, len(chunk))
-    if i == 0:  # external tasks (lm-eval) run whole, in the first shard only
-        _run_external(plan, suite, backend, renderer, store, console)
-    return store
+        job = bar.add_task(f"scoring {name}", total=outcome.planned, completed=outcome.done)
+        for cell in cells:
+            todo = [j for j in cell.indices if f"{cell.task.name}@{cell.length}#{j}" not in done]
+            if not todo:
+                continue
+            bar.update(job, description=f"scoring {name} · {cell.task.name} @ {cell.length}")
+            samples = datasets.iter_samples(cell.task, length=cell.length, indices=todo, seed=suite.seed, ctx=ctx)
+            for chunk in chunks(samples, chunk_size(cell.length, batch_size)):
+                chunk.sort(key=lambda s: s.prompt)  # shared prefixes adjacent (prefix caches); one length per chunk
+                for start in range(0, len(chunk), batch_size):
+                    batch = chunk[start: start + batch_size]
+                    preds = backend.generate([request(s) for s in batch])
+                    rows = [_row(cell.task, s, p) for s, p in zip(batch, preds)]
+                    store.append(rows)
+                    for r in rows:
+                        if r["error"]:
+                            outcome.errors[error_reason(r["error"])] += 1
+                        else:
+                            outcome.done += 1
+                    bar.advance(job, len(batch))
 
 
-def _run_external(plan: RunPlan, suite: Suite, backend, renderer, store: RunStore, console: Console) -> None:
+def error_reason(error: str) -> str:
+    """A short, countable reason: the text before the first colon (e.g. 'HTTP 503', 'timeout')."""
+    return error.split(":", 1)[0].strip()[:60] or "error"
+
+
+def _run_external(tasks: list[Any], suite: Suite, backend, renderer, store: RunStore, console: Console) -> None:
     """Tasks driven by another harness (lm-eval) produce their own rows; skipped once stored."""
-    for spec in suite.tasks:
-        task = build_task(spec)
-        if not getattr(task, "external", False):
-            continue
+    for task in tasks:
         if task.is_complete(store.dir):
             continue
         rows = task.run_external(backend=backend, renderer=renderer, limit=None, seed=suite.seed, console=console)
         store.append(rows)
-        writer = getattr(task, "write_aggregates", None)
-        if writer is not None and getattr(task, "last_results", None) is not None:
-            writer(store.dir, task.last_results)
+        task.write_aggregates(store.dir)
 
 
-def _row(task, s: Sample, p) -> dict[str, Any]:
+def _row(task, s: Sample, p: Prediction) -> dict[str, Any]:
     score = None if p.error else task.score(p.text, s)
     return {
         "id": s.id, "task": s.task, "category": task.category, "length": s.length, "index": s.index,
@@ -152,5 +254,5 @@ def _row(task, s: Sample, p) -> dict[str, Any]:
         "seconds": round(p.seconds, 4), "metric": s.metric, "score": score, "empty": is_empty(p.text),
         "answers": list(s.answers), "truncated_tokens": p.truncated_tokens, "error": p.error,
         "depth": s.meta.get("depth"), "position": s.meta.get("position"),
-        "meta": {k: v for k, v in s.meta.items() if k not in ("depth", "position")},
+        "meta": {k: v for k, v in s.meta.items() if k not in ("depth", "position", "user_text")},
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from rich.table import Table
 
-from harness.store import RunStore
+from ctxbench.harness.core.store import RunStore
 
 
 def frame(store: RunStore) -> pd.DataFrame:

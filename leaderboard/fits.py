@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ctxbench.harness.core.io import atomic_write, jsonable
+
 FORMS: dict[str, tuple[str, ...]] = {"exp": ("alpha", "beta", "gamma"), "power": ("A", "a", "E")}
 FORMULAS = {"exp": "L(D) = α·exp(−β·D) + γ", "power": "L(D) = A·D^(−a) + E"}
 SYMBOLS = {"alpha": "α", "beta": "β", "gamma": "γ", "A": "A", "a": "a", "E": "E"}
@@ -233,7 +235,6 @@ def _plot(group: str, frame: pd.DataFrame, fits: Sequence[CurveFit]) -> bytes:
 def write_fit_report(result: FitResult, out_dir: Path, *, title: str = "Scaling-law fits", source: str = "") -> dict[str, Path]:
     """fit.md, fit.html (self-contained, plots inline) and fit.json; all text is escaped by the renderer."""
     from .render import Figure, Section, Table, render_html, render_markdown
-    from .report import write_atomic
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -255,24 +256,9 @@ def write_fit_report(result: FitResult, out_dir: Path, *, title: str = "Scaling-
                     for g, rows in result.frame.groupby("group", sort=True))
     sections.append(Section("Curves", figures=figures, markdown=False))
     paths = {"markdown": out / "fit.md", "html": out / "fit.html", "json": out / "fit.json"}
-    write_atomic(paths["markdown"], render_markdown(title, sections, preamble=(*preamble, "Plots are in fit.html.")))
-    write_atomic(paths["html"], render_html(title, sections, preamble=preamble))
+    atomic_write(paths["markdown"], render_markdown(title, sections, preamble=(*preamble, "Plots are in fit.html.")))
+    atomic_write(paths["html"], render_html(title, sections, preamble=preamble))
     payload = {"fits": [asdict(f) for f in result.fits], "heldout": [asdict(h) for h in result.heldout],
                "points": result.frame.to_dict(orient="records")}
-    write_atomic(paths["json"], json.dumps(_plain(payload), indent=2, allow_nan=False) + "\n")
+    atomic_write(paths["json"], json.dumps(jsonable(payload), indent=2, allow_nan=False) + "\n")
     return paths
-
-
-def _plain(v):
-    """JSON-safe: numpy scalars to Python, NaN/inf to null."""
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    if isinstance(v, (int, np.integer)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        return float(v) if math.isfinite(v) else None
-    return v

@@ -7,10 +7,10 @@ aggregation code can assume a clean frame (scores on the 0..1 scale, a
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
+
+from ctxbench.harness.core.lengths import format_length, parse_length  # noqa: F401 (re-exported)
 
 REQUIRED = ("model", "task", "length", "score")
 OPTIONAL_DEFAULTS: dict[str, object] = {
@@ -25,36 +25,6 @@ OPTIONAL_DEFAULTS: dict[str, object] = {
 SOURCES = ("measured", "reported")
 REPORTED_SUFFIX = " (reported)"
 AVG_TASK = "avg"
-
-_LENGTH_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
-_UNITS = {"": 1, "k": 1024, "m": 1024**2}
-
-
-def parse_length(text: object) -> int:
-    """Parse ``4096``, ``"4K"``, ``"128k"`` or ``"1M"`` into tokens (K = 1024, as RULER)."""
-    if isinstance(text, (int, np.integer)) and not isinstance(text, bool):
-        return int(text)
-    if isinstance(text, (float, np.floating)) and float(text).is_integer():
-        return int(text)
-    match = _LENGTH_RE.match(str(text))
-    if not match:
-        raise ValueError(f"not a length: {text!r}")
-    value = float(match.group(1)) * _UNITS[match.group(2).lower()]
-    if not value.is_integer():
-        raise ValueError(f"not a whole number of tokens: {text!r}")
-    return int(value)
-
-
-def format_length(tokens: float | int | None) -> str:
-    """Display a token count the way papers do: 4096 -> "4K", 1048576 -> "1M"."""
-    if tokens is None or pd.isna(tokens):
-        return "—"
-    tokens = int(tokens)
-    for unit, size in (("M", 1024**2), ("K", 1024)):
-        if tokens >= size and tokens % size == 0:
-            return f"{tokens // size}{unit}"
-    return str(tokens)
-
 
 def normalise(df: pd.DataFrame) -> pd.DataFrame:
     """Return a validated copy of a long score frame with every contract column present.

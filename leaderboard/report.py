@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import io
 import json
-import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
+
+from ctxbench.harness.core.io import atomic_write, jsonable
 
 from . import plots, short_context
 from .aggregate import (
@@ -52,39 +50,6 @@ class Report:
     html: Path
     csv: Path
     json: Path
-
-
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write via a temp file in the same directory, then rename over ``path``."""
-    payload = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; reports are meant to be shared
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _jsonable(value: object) -> object:
-    """Plain JSON types; NaN/NA become null (``json`` would emit invalid ``NaN``)."""
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return None if math.isnan(value) else float(value)
-    return str(value)
 
 
 def _percent_records(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict]:
@@ -340,14 +305,14 @@ def _write(out: Path, title: str, preamble, sections, results: dict, avgs, summa
         csv=out / "results.csv",
         json=out / "results.json",
     )
-    write_atomic(report.json, json.dumps(_jsonable(results), indent=2, allow_nan=False) + "\n")
+    atomic_write(report.json, json.dumps(jsonable(results), indent=2, allow_nan=False) + "\n")
     short = _short_frame(results["short_context"]["tasks"])
     long = _results_csv(avgs, summary) if avgs is not None else ""
     csv = pd.concat([pd.read_csv(io.StringIO(long)), short], ignore_index=True) if long else short
-    write_atomic(report.csv, csv.to_csv(index=False, float_format="%.4f", lineterminator="\n"))
+    atomic_write(report.csv, csv.to_csv(index=False, float_format="%.4f", lineterminator="\n"))
     md_preamble = (*preamble, "Plots are in index.html.")
-    write_atomic(report.markdown, render_markdown(title, sections, preamble=md_preamble))
-    write_atomic(report.html, render_html(title, sections, preamble=preamble))
+    atomic_write(report.markdown, render_markdown(title, sections, preamble=md_preamble))
+    atomic_write(report.html, render_html(title, sections, preamble=preamble))
     return report
 
 

@@ -1,64 +1,25 @@
-"""What every task shares: the generation context, seeding, and the registry hook."""
+"""What every task shares: arguments, seeding, grid axes, and the default per-sample score."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import random
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from harness.fitting import FitState
-from harness.prompting import PromptRenderer, Rendered
-from harness.types import Sample
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.fitting import FitState
+from ctxbench.harness.core.prompting import Rendered
+from ctxbench.harness.core.types import Sample
 
 
 class TaskArgs(BaseModel):
     """Base of every task's arguments: unknown keys are errors, never silently ignored."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-@dataclass
-class GenContext:
-    """Everything a generator needs besides its own arguments; caches live here, not in globals."""
-
-    tokenizer: Any
-    renderer: PromptRenderer
-    data_dir: Path | None = None
-    fit_states: dict[tuple, FitState] = field(default_factory=dict)
-    memo: dict[tuple, Any] = field(default_factory=dict)
-    full_tokenizations: int = 0
-    verify: str = "full"  # or "first": trust exact piece counts after the first sample (see FitState)
-
-    def count(self, rendered: Rendered) -> int:
-        self.full_tokenizations += 1
-        return self.renderer.count(rendered)
-
-    def count_short(self, rendered: Rendered) -> int:
-        """Tokens of a short prompt (the fixed part of a sample, without its haystack)."""
-        return self.renderer.count(rendered)
-
-    def piece_counts(self, pieces: list[str]) -> np.ndarray:
-        """Token counts of many short pieces in one batched call (no special tokens)."""
-        if not pieces:
-            return np.zeros(0, dtype=np.int64)
-        backend = getattr(self.tokenizer, "backend_tokenizer", None)
-        if backend is not None and hasattr(backend, "encode_batch_fast"):
-            # the Rust tokenizer directly: same ids, about half the time (no Python-side conversion)
-            enc = backend.encode_batch_fast(pieces, add_special_tokens=False)
-            return np.fromiter((len(e.ids) for e in enc), dtype=np.int64, count=len(enc))
-        ids = self.tokenizer(pieces, add_special_tokens=False)["input_ids"]
-        return np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-
-    def cached(self, key: tuple, make):
-        if key not in self.memo:
-            self.memo[key] = make()
-        return self.memo[key]
 
 
 def check_points(value, *, top: float, name: str, unit: str):
@@ -100,6 +61,8 @@ class Task:
     Args: ClassVar[type[TaskArgs]]
     category: ClassVar[str] = ""
     metric: ClassVar[str] = "string_match_all"
+    summary: ClassVar[str] = ""  # what the task measures, one line; may name args as {arg} (and {name})
+    data_source: ClassVar[str] = "none (generated)"  # the data it reads; may name args as {arg}
 
     def __init__(self, name: str, args: TaskArgs):
         self.name = name
@@ -131,10 +94,18 @@ class Task:
             depths=tuple(round(float(d), 2) for d in depths),
             metric=self.metric,
             add_special_tokens=text.add_special_tokens,
-            user_text=text.user,
+            user_span=text.user_span,
             answer_prefix=text.prefix,
-            meta=meta or {},
+            meta=(meta or {}) if text.user_span is not None or not text.user else {**(meta or {}), "user_text": text.user},
         )
+
+    def describe(self) -> str:
+        """One line for `ctxbench tasks`: what this task (with its arguments) measures."""
+        return self.summary.format(name=self.name, **self.args_json()) if self.summary else self.category
+
+    def data_needs(self) -> str:
+        """One line for `ctxbench tasks`: the data it reads (local under --data-dir, or downloaded once)."""
+        return self.data_source.format(name=self.name, **self.args_json())
 
     def samples_per_length(self, ctx: GenContext | None = None) -> int | None:
         """How many samples this task has per length; None = as many as the suite asks for."""
@@ -145,6 +116,6 @@ class Task:
 
     def score(self, prediction: str, sample: Sample) -> float:
         """Per-sample score in [0, 1]. Override for metrics that need more than the references."""
-        from harness import registry
+        from ctxbench.harness.core import registry
 
         return registry.get("metric", sample.metric)(prediction, sample.answers)

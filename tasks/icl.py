@@ -26,13 +26,14 @@ from typing import Any
 
 from pydantic import Field
 
-from harness.errors import ConfigError
-from harness.fitting import fit_units
-from harness.registry import register
-from harness.types import Sample
-from tasks.base import GenContext, Task, TaskArgs, sample_seed
-from tasks.haystacks import sequence_cum
-from tasks.realdata import hub_dataset, local_file, read_records, renderer_for
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.fitting import fit_units
+from ctxbench.harness.core.registry import register
+from ctxbench.harness.core.types import Sample
+from ctxbench.tasks.base import Task, TaskArgs, sample_seed
+from ctxbench.tasks.haystacks import sequence_cum
+from ctxbench.tasks.realdata import hub_dataset, local_file, read_records, renderer_for
 
 SEPARATOR = "\n==\n"
 DATASETS: dict[str, dict[str, Any]] = {
@@ -96,6 +97,8 @@ def _read_split(path: Path) -> list[dict[str, Any]]:
 class ManyShotICL(Task):
     Args = IclArgs
     category = "in-context learning"
+    summary = "many-shot in-context classification ({name}): as many demonstrations as the length holds"
+    data_source = "TREC / DBpedia-14 train+test (hub, or data_dir/<dataset>/)"
     metric = "icl/label"
     requires_data = True  # cannot generate without TREC / DBpedia (local files or hub)
 

@@ -19,12 +19,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError
-from harness.registry import register
-from harness.types import Sample
-from tasks.base import GenContext
-from tasks.infinitebench_metrics import get_score_one
-from tasks.realdata import RealArgs, RealDataTask, fit_context, hub_file, local_file, read_records, split_template
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.registry import register
+from ctxbench.harness.core.types import Sample
+from ctxbench.tasks.infinitebench_metrics import get_score_one
+from ctxbench.tasks.realdata import RealArgs, RealDataTask, fit_context, hub_file, local_file, read_records, split_template
 
 HUB = "xinrongzhang2022/InfiniteBench"
 
@@ -87,6 +87,8 @@ def get_answer(task: str, rec: dict[str, Any]) -> list[Any]:
 
 
 class InfiniteBench(RealDataTask):
+    summary = "InfiniteBench {name}: the official examples, fitted to the length by middle truncation"
+    data_source = "xinrongzhang2022/InfiniteBench (hub), or data_file"
     Args = RealArgs
 
     def __init__(self, task: str, args: RealArgs):

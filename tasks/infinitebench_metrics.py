@@ -19,8 +19,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from harness.registry import register
-from tasks.longbench_metrics import f1_tokens, normalize_answer, normalize_zh_answer
+from ctxbench.harness.core.registry import register
+from ctxbench.tasks.longbench_metrics import f1_tokens, normalize_answer, normalize_zh_answer
 
 _KV_PUNCT = ["\n", ":", '"', "'", ".", ",", "?", "!", "{", "}"]
 

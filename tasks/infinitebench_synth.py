@@ -16,15 +16,16 @@ import random
 import numpy as np
 from pydantic import Field, field_validator
 
-from harness.errors import ConfigError
-from harness.fitting import Fitted, fit_units
-from harness.registry import register
-from harness.types import Sample
-from tasks.base import GenContext, Task, TaskArgs
-from tasks.infinitebench import SPEC, TEMPLATES
-from tasks.infinitebench_metrics import get_score_one
-from tasks.kv import _uuid
-from tasks.realdata import split_template
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.fitting import Fitted, fit_units
+from ctxbench.harness.core.registry import register
+from ctxbench.harness.core.types import Sample
+from ctxbench.tasks.base import Task, TaskArgs
+from ctxbench.tasks.infinitebench import SPEC, TEMPLATES
+from ctxbench.tasks.infinitebench_metrics import get_score_one
+from ctxbench.tasks.kv import _uuid
+from ctxbench.tasks.realdata import split_template
 
 NOISE_LINE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.\n"
 NEEDLES = {
@@ -75,6 +76,7 @@ def _kv_piece(key: str, value: str) -> str:
 class InfiniteSynth(Task):
     Args = SynthArgs
     category = "retrieval"
+    summary = "InfiniteBench's {name} task generated at any length"
 
     def __init__(self, task: str, args: SynthArgs):
         super().__init__(f"infinitebench/{task}_synth", args)

@@ -13,11 +13,12 @@ import random
 import numpy as np
 from pydantic import Field, field_validator
 
-from harness.errors import ConfigError
-from harness.fitting import fit_units
-from harness.registry import register
-from tasks.base import GenContext, Task, TaskArgs, check_points, points
-from tasks.ruler.niah import _random_value
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.fitting import fit_units
+from ctxbench.harness.core.registry import register
+from ctxbench.tasks.base import Task, TaskArgs, check_points, points
+from ctxbench.tasks.ruler.niah import _random_value
 
 TEMPLATE = 'Extract the value corresponding to the specified key in the JSON object below.\n\nJSON data:\n{context}\n\nKey: "{key}"\nCorresponding value:'
 
@@ -56,6 +57,7 @@ def format_records(records: list[tuple[str, str]]) -> str:
 class KVRetrieval(Task):
     Args = KVArgs
     category = "retrieval"
+    summary = "JSON key-value retrieval by gold position (lost in the middle)"
     metric = "string_match_all"
 
     def samples_per_length(self, ctx: GenContext | None = None) -> int:

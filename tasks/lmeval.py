@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from harness.errors import ConfigError
-from harness.registry import register
-from tasks.base import Task, TaskArgs
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.registry import register
+from ctxbench.tasks.base import Task, TaskArgs
 
 # lm-eval tasks registered as lmeval/<name>; any other lm-eval task runs as lmeval/custom with args.tasks.
 KNOWN = ("mmlu", "arc_easy", "arc_challenge", "hellaswag", "winogrande", "piqa", "logiqa", "lambada_openai",
@@ -49,6 +49,8 @@ class LMEvalArgs(TaskArgs):
 class LMEvalTask(Task):
     Args = LMEvalArgs
     category = "lm-eval"
+    summary = "short-context benchmark {name}, run by lm-evaluation-harness through the ctxbench backend"
+    data_source = "lm-eval's task data (hub), or --include-path YAMLs"
     metric = "lmeval"
     external = True  # the runner calls run_external instead of generating samples
 
@@ -70,9 +72,9 @@ class LMEvalTask(Task):
 
     def is_complete(self, run_dir: str | Path) -> bool:
         """Whether a run already holds this task's lm-eval results (a rerun skips it)."""
-        from harness.lmeval_adapter import completed
+        from ctxbench.tasks.lmeval_adapter import completed
 
-        return set(self.lmeval_tasks()) <= completed(run_dir)
+        return self.name in completed(run_dir)
 
     def samples_per_length(self, ctx=None) -> int:
         return 0
@@ -88,7 +90,7 @@ class LMEvalTask(Task):
         prompt when args.apply_chat_template is on. Afterwards ``self.last_results`` holds lm-eval's results
         (without the samples), for ``write_aggregates(run_dir)``.
         """
-        from harness import lmeval_adapter as lx
+        from ctxbench.tasks import lmeval_adapter as lx
 
         a = self.args
         lim = a.limit if a.limit is not None else limit
@@ -122,7 +124,7 @@ class LMEvalTask(Task):
     def write_aggregates(self, run_dir: str | Path, results: dict[str, Any] | None = None) -> Path:
         """Write lm-eval's aggregates (default: the last run's) to ``<run_dir>/lmeval_results.json``, under this
         task's name, beside other tasks' entries."""
-        from harness.lmeval_adapter import write_aggregates
+        from ctxbench.tasks.lmeval_adapter import write_aggregates
 
         results = self.last_results if results is None else results
         if results is None:

@@ -17,13 +17,23 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from harness.errors import OfflineError
-from harness.registry import register
-from harness.types import Sample
-from tasks.base import GenContext
-from tasks.longbench_metrics import best
-from tasks.realdata import (RealArgs, RealDataTask, first_line, fit_context, hub_dataset, hub_file, local_file, read_records,
-                            renderer_for, split_template)
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.errors import OfflineError
+from ctxbench.harness.core.registry import register
+from ctxbench.harness.core.types import Sample
+from ctxbench.tasks.longbench_metrics import best
+from ctxbench.tasks.realdata import (
+    RealArgs,
+    RealDataTask,
+    first_line,
+    fit_context,
+    hub_dataset,
+    hub_file,
+    local_file,
+    read_records,
+    renderer_for,
+    split_template,
+)
 
 HUB = "THUDM/LongBench"
 
@@ -88,6 +98,8 @@ def bucket(record_length: int) -> str:
 
 
 class LongBench(RealDataTask):
+    summary = "LongBench {name}: the official examples and metric, fitted to the length by middle truncation"
+    data_source = "THUDM/LongBench (hub), or data_file"
     Args = RealArgs
 
     def __init__(self, dataset: str, e: bool, args: RealArgs):

@@ -13,11 +13,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.errors import OfflineError
-from harness.registry import register
-from harness.types import Sample
-from tasks.base import GenContext
-from tasks.realdata import RealArgs, RealDataTask, fit_context, hub_dataset, hub_file, local_file, read_records
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.errors import OfflineError
+from ctxbench.harness.core.registry import register
+from ctxbench.harness.core.types import Sample
+from ctxbench.tasks.realdata import RealArgs, RealDataTask, fit_context, hub_dataset, hub_file, local_file, read_records
 
 HUB = "THUDM/LongBench-v2"
 PROMPT = (
@@ -43,6 +43,8 @@ def choice(prediction: str, references) -> float:
 class LongBench2(RealDataTask):
     Args = RealArgs
     category = "multiple choice"
+    summary = "LongBench v2: multiple-choice questions over 8K-2M-word contexts"
+    data_source = "THUDM/LongBench-v2 (hub), or data_file"
     metric = "longbench2/choice"
     official_max_new_tokens = 128
 

@@ -15,7 +15,7 @@ import string
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from harness.registry import register
+from ctxbench.harness.core.registry import register
 
 CN_PUNCTUATION = "！？｡。＂＃＄％＆＇（）＊＋，－／：；＜＝＞＠［＼］＾＿｀｛｜｝～｟｠｢｣､、〃》「」『』【】〔〕〖〗〘〙〚〛〜〝〞〟〰〾〿–—‘’‛“”„‟…‧﹏."
 _EN_PUNCT = set(string.punctuation)

@@ -13,9 +13,10 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from harness.registry import register
-from tasks.base import GenContext, Task, TaskArgs, check_points, points
-from tasks.ruler.niah import ANSWER_PREFIX, NEEDLE, TEMPLATE, Niah, NiahArgs
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.registry import register
+from ctxbench.tasks.base import Task, TaskArgs, check_points, points
+from ctxbench.tasks.ruler.niah import ANSWER_PREFIX, NEEDLE, TEMPLATE, Niah, NiahArgs
 
 
 class GridArgs(TaskArgs):
@@ -42,6 +43,8 @@ class GridArgs(TaskArgs):
 class NiahGrid(Task):
     Args = GridArgs
     category = "retrieval"
+    summary = "NIAH length x depth grid: {num_needles} needle(s) at each of the depths, exact scoring"
+    data_source = "pg_essays/ (Paul Graham essays; downloaded once if no --data-dir)"
     metric = "string_match_all"
 
     def samples_per_length(self, ctx: GenContext | None = None) -> int:

@@ -24,9 +24,10 @@ from urllib.parse import urlparse
 
 from pydantic import Field
 
-from harness.errors import ConfigError, OfflineError
-from harness.prompting import PromptRenderer, Rendered
-from tasks.base import GenContext, Task, TaskArgs
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.errors import ConfigError, OfflineError
+from ctxbench.harness.core.prompting import PromptRenderer, Rendered
+from ctxbench.tasks.base import Task, TaskArgs
 
 _SLOT = "\x00CONTEXT\x00"  # stands for the context while a template is formatted, so values are never re-parsed
 

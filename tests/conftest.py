@@ -25,14 +25,14 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def smol_tokenizer():
-    from harness.models import load_tokenizer
+    from ctxbench.harness.core.models import load_tokenizer
 
     return load_tokenizer("smollm2-135m")
 
 
 @pytest.fixture()
 def gen_ctx(smol_tokenizer, data_dir):
-    from harness.prompting import PromptRenderer
-    from tasks.base import GenContext
+    from ctxbench.harness.core.context import GenContext
+    from ctxbench.harness.core.prompting import PromptRenderer
 
     return GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer), data_dir=data_dir)

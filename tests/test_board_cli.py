@@ -15,7 +15,7 @@ tasks:
 
 
 def _cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
 def test_board_with_comparison_and_import(tmp_path, repo_root, data_dir):
@@ -23,7 +23,7 @@ def test_board_with_comparison_and_import(tmp_path, repo_root, data_dir):
     suite.write_text(SUITE)
     store = tmp_path / "runs"
     for label in ("A", "B"):
-        r = _cli("score", "--suite", str(suite), "--out", str(store), "--backend", "echo", "--label", label,
+        r = _cli("score", "--suite", str(suite), "--store", str(store), "--backend", "echo", "--label", label,
                  "--data-dir", str(data_dir), cwd=repo_root)
         assert r.returncode == 0, r.stderr
     paper = tmp_path / "paper.csv"

@@ -14,7 +14,7 @@ tasks: [ruler/niah_single_1]
 
 
 def run_cli(*args, cwd: Path):
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 CASES = {
@@ -38,7 +38,7 @@ def test_bad_suite_is_one_clear_line(case, tmp_path, repo_root):
     suite = tmp_path / "suite.yaml"
     suite.write_text(text)
     out = tmp_path / "runs"
-    r = run_cli("score", "--suite", str(suite), "--out", str(out), "--backend", "echo", cwd=repo_root)
+    r = run_cli("score", "--suite", str(suite), "--store", str(out), "--backend", "echo", cwd=repo_root)
     assert r.returncode == 2, r.stderr
     lines = [x for x in r.stderr.strip().splitlines() if x.strip()]
     assert len(lines) == 1, r.stderr

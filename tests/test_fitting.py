@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.fitting import FitState, fit_units
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.fitting import FitState, fit_units
 
 
 def make(costs, fixed, boundary_noise=0):

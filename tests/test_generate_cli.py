@@ -4,12 +4,12 @@ import json
 import subprocess
 import sys
 
-from harness import datasets, registry
+from ctxbench.harness.core import datasets, registry
 
 
 def test_generate_writes_exact_prompts(tmp_path, repo_root, data_dir, smol_tokenizer):
     out = tmp_path / "s.jsonl"
-    cmd = [sys.executable, "-m", "harness.cli", "generate", "--task", "ruler/niah_single_2", "--length", "2048",
+    cmd = [sys.executable, "-m", "ctxbench.harness.cli", "generate", "--task", "ruler/niah_single_2", "--length", "2048",
            "--samples", "3", "--tokenizer", "smollm2-135m", "--out", str(out), "--data-dir", str(data_dir)]
     r = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr

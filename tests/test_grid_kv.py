@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from harness import registry
-from tasks.kv import format_records
+from ctxbench.harness.core import registry
+from ctxbench.tasks.kv import format_records
 
 
 def _gen(name, gen_ctx, length, indices, **args):
@@ -23,7 +23,7 @@ def test_grid_cells_realise_requested_depths(gen_ctx, length):
         (got,) = s.depths
         assert abs(got - want) <= 5, (want, got)  # nearest sentence boundary
         assert s.prompt_tokens + s.max_new_tokens <= length
-        assert s.answers[0] in s.prompt and f"One of the special magic numbers for " in s.prompt
+        assert s.answers[0] in s.prompt and "One of the special magic numbers for " in s.prompt
 
 
 def test_grid_prompts_share_the_haystack_prefix(gen_ctx):
@@ -38,7 +38,7 @@ def test_multi_needle_spreads_and_scores_recall(gen_ctx):
     _, (s,) = _gen("niah/multi", gen_ctx, 2048, [0], depths=[20], num_needles=3)
     assert len(s.answers) == 3 and len(s.depths) == 3
     assert s.depths == tuple(sorted(s.depths)) and s.depths[0] < 30 and s.depths[-1] > 80
-    from harness.metrics import string_match_all
+    from ctxbench.harness.core.metrics import string_match_all
 
     assert string_match_all(" ".join(s.answers[:2]), s.answers) == pytest.approx(2 / 3)
 
@@ -62,7 +62,7 @@ def test_kv_fixed_pairs(gen_ctx):
 
 
 def test_kv_too_many_pairs_for_length_is_clear(gen_ctx):
-    from harness.errors import ConfigError
+    from ctxbench.harness.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="raise the length"):
         _gen("kv/retrieval", gen_ctx, 1024, [0], num_pairs=300)

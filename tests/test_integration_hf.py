@@ -18,8 +18,8 @@ tasks: [ruler/niah_single_1, ruler/niah_single_2]
 def _score(tmp_path, repo_root, data_dir, *extra):
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE)
-    cmd = [sys.executable, "-m", "harness.cli", "score", "--model", "smollm2-135m", "--suite", str(suite),
-           "--out", str(tmp_path / "runs"), "--data-dir", str(data_dir), *extra]
+    cmd = [sys.executable, "-m", "ctxbench.harness.cli", "score", "--model", "smollm2-135m", "--suite", str(suite),
+           "--store", str(tmp_path / "runs"), "--data-dir", str(data_dir), *extra]
     return subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=600)
 
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from harness import registry
-from harness.metrics import is_empty, postprocess, string_match_all, string_match_part
+from ctxbench.harness.core import registry
+from ctxbench.harness.core.metrics import is_empty, postprocess, string_match_all, string_match_part
 
 
 def test_all_is_fraction_of_references_found():

@@ -13,10 +13,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from harness import registry
-from harness.prompting import PromptRenderer
-from tasks.base import GenContext
-from tasks.haystacks import NOISE, wonderwords_lists
+from ctxbench.harness.core import registry
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.prompting import PromptRenderer
+from ctxbench.tasks.haystacks import NOISE, wonderwords_lists
 
 TASKS = [
     "niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2", "niah_multikey_3",
@@ -205,7 +205,7 @@ def test_cwe_prompt_structure(generated, length):
 
 def test_cwe_beyond_the_word_list(smol_tokenizer, data_dir):
     """More uncommon words than wonderwords has: extended with deterministic new words, counts still right."""
-    from tasks.ruler.cwe import base_words, extra_word
+    from ctxbench.tasks.ruler.cwe import base_words, extra_word
 
     ctx = make_ctx(smol_tokenizer, data_dir)
     s = task("cwe", freq_ucw=1, num_fewshot=0).generate(length=65536, index=0, seed=SEED, ctx=ctx)
@@ -373,7 +373,7 @@ def _unit_slack(name: str, s, tok, data_dir) -> float:
     if name in ("niah_single_1", "vt"):
         return ntok(tok, "\n" + NOISE)
     if name in ("niah_multikey_2", "niah_multikey_3"):  # needle lines: the costliest of many random ones
-        from tasks.ruler.niah import NEEDLE, _random_value
+        from ctxbench.tasks.ruler.niah import NEEDLE, _random_value
 
         a = task(name).args
         r, w = random.Random(0), wonderwords_lists()
@@ -426,9 +426,9 @@ def test_determinism_across_order(smol_tokenizer, data_dir):
 
 def test_trusting_exact_piece_counts_gives_identical_samples(smol_tokenizer, data_dir):
     """verify='first' tokenizes only the first sample per task and length, and changes nothing."""
-    from harness import registry
-    from harness.prompting import PromptRenderer
-    from tasks.base import GenContext
+    from ctxbench.harness.core import registry
+    from ctxbench.harness.core.context import GenContext
+    from ctxbench.harness.core.prompting import PromptRenderer
 
     full = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer), data_dir=data_dir)
     first = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer), data_dir=data_dir, verify="first")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from harness.store import RunStore
+from ctxbench.harness.core.store import RunStore
 
 SUITE = """name: resume
 lengths: [512, 1024]
@@ -18,7 +18,7 @@ TOTAL = 2 * 2 * 4
 
 
 def _cmd(suite, out, *extra):
-    return [sys.executable, "-m", "harness.cli", "score", "--suite", str(suite), "--out", str(out), "--backend", "echo",
+    return [sys.executable, "-m", "ctxbench.harness.cli", "score", "--suite", str(suite), "--store", str(out), "--backend", "echo",
             "--backend-arg", "delay=0.3", *extra]
 
 
@@ -94,7 +94,7 @@ def test_shards_split_the_suite_and_merge(tmp_path, repo_root, data_dir):
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE)
     out = tmp_path / "runs"
-    base = [sys.executable, "-m", "harness.cli", "score", "--suite", str(suite), "--out", str(out), "--backend", "echo",
+    base = [sys.executable, "-m", "ctxbench.harness.cli", "score", "--suite", str(suite), "--store", str(out), "--backend", "echo",
             "--data-dir", str(data_dir)]
     for part in ("0/2", "1/2"):
         r = subprocess.run(base + ["--shard", part], cwd=repo_root, capture_output=True, text=True, timeout=300)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,8 +26,9 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from harness.config import CONFIG_ROOT, one_line
-from harness.errors import ConfigError
+from ctxbench.harness.core.config import CONFIG_ROOT, one_line
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.io import append_jsonl, atomic_write_json, cut_torn_tail, read_jsonl
 
 MANIFEST_NAME = "ctxbench_manifest.json"
 RUN_MARK = "ctxbench_run.json"  # in output_dir: which config owns its checkpoints
@@ -161,10 +161,7 @@ class TrainRun:
         self.losses_path = self.dir / LOSSES
 
     def write(self, record: dict[str, Any]) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.record_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
-        os.replace(tmp, self.record_path)
+        atomic_write_json(self.record_path, record)
 
     def read(self) -> dict[str, Any]:
         return json.loads(self.record_path.read_text())
@@ -173,39 +170,24 @@ class TrainRun:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def repair(self) -> None:
-        if self.losses_path.exists():
-            data = self.losses_path.read_bytes()
-            if data and not data.endswith(b"\n"):
-                with open(self.losses_path, "r+b") as f:
-                    f.truncate(data.rfind(b"\n") + 1)
+        cut_torn_tail(self.losses_path)
 
     def append(self, rows: list[dict[str, Any]]) -> None:
-        if not rows:
-            return
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.losses_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, "".join(json.dumps(r) + "\n" for r in rows).encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_jsonl(self.losses_path, rows)
 
     def losses(self) -> list[dict[str, Any]]:
         """Rows by (split, step), the last written winning: a resumed run re-logs steps after its checkpoint."""
         if not self.losses_path.exists():
             return []
         latest: dict[tuple[str, int], dict[str, Any]] = {}
-        with open(self.losses_path, encoding="utf-8") as f:
-            for line in f:
-                if line.endswith("\n"):
-                    r = json.loads(line)
-                    latest[(r["split"], r["step"])] = r
+        for r in read_jsonl(self.losses_path, require=("split", "step")):
+            latest[(r["split"], r["step"])] = r
         return [latest[k] for k in sorted(latest)]
 
 
 def load_config(cls: type[TrainerConfig], path: Path, **overrides: Any) -> TrainerConfig:
     """Read a YAML config; a bad key or value is one line naming it."""
-    from harness.config import read_yaml_mapping
+    from ctxbench.harness.core.config import read_yaml_mapping
 
     path = Path(path)
     raw = read_yaml_mapping(path, field="--config", expect="trainer settings")

@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from harness.config import one_line
-from harness.errors import ConfigError
-from harness.registry import register
-from trainers.base import DataBundle, ScratchModel, TrainerConfig
-from trainers.loop import HFTrainer
+from ctxbench.harness.core.config import one_line
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.registry import register
+from ctxbench.trainers.base import DataBundle, ScratchModel, TrainerConfig
+from ctxbench.trainers.loop import HFTrainer
 
 
 class CPTData(BaseModel):
@@ -52,7 +52,7 @@ class PackedSequences:
     """Map-style dataset over rows [start, stop) of a packed directory's shards, memory-mapped on first use."""
 
     def __init__(self, directory: Path, start: int = 0, stop: int | None = None):
-        from trainers.data.shards import read_manifest
+        from ctxbench.trainers.data.shards import read_manifest
 
         self.dir = Path(directory)
         m = read_manifest(self.dir)
@@ -99,9 +99,9 @@ class CPTTrainer(HFTrainer):
         d = self.config.data
         if d.path is not None:
             return Path(d.path)
-        from trainers.data.pipeline import SynthesisConfig, synthesize
-        from trainers.data.shards import read_manifest
-        from trainers.study import resolve_corpus
+        from ctxbench.trainers.data.corpus import resolve_corpus
+        from ctxbench.trainers.data.pipeline import SynthesisConfig, synthesize
+        from ctxbench.trainers.data.shards import read_manifest
 
         raw = dict(d.synthesis)
         out = Path(str(raw.get("out_dir", "packed")))
@@ -155,7 +155,7 @@ class CPTTrainer(HFTrainer):
         mine = b.tokenizer if isinstance(b, ScratchModel) else b
         if packed_with == mine:
             return
-        from harness.models import load_tokenizer, tokenizer_fingerprint
+        from ctxbench.harness.core.models import load_tokenizer, tokenizer_fingerprint
 
         try:
             theirs = tokenizer_fingerprint(load_tokenizer(packed_with))

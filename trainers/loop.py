@@ -12,7 +12,6 @@ import datetime as dt
 import json
 import math
 import os
-import re
 import shutil
 import sys
 import time
@@ -20,13 +19,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.errors import ConfigError
-from trainers.base import (MANIFEST_NAME, RUN_MARK, DataBundle, ScratchModel, TrainerConfig, TrainResult, TrainRun,
-                           apply_rope, deepspeed_path)
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:40].strip("_") or "model"
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.io import slug
+from ctxbench.trainers.base import (
+    MANIFEST_NAME,
+    RUN_MARK,
+    DataBundle,
+    ScratchModel,
+    TrainerConfig,
+    TrainResult,
+    TrainRun,
+    apply_rope,
+    deepspeed_path,
+)
 
 
 def _now() -> str:
@@ -54,7 +59,7 @@ class HFTrainer:
     @property
     def run_id(self) -> str:
         c = self.config
-        return f"train-{self.name}-{_slug(c.label or Path(self.base_name).name)}-{c.config_hash()[:8]}"
+        return f"train-{self.name}-{slug(c.label or Path(self.base_name).name, default='model')}-{c.config_hash()[:8]}"
 
     @property
     def run(self) -> TrainRun:
@@ -79,7 +84,7 @@ class HFTrainer:
     @property
     def tokenizer(self):
         if self._tokenizer is None:
-            from harness.models import load_tokenizer
+            from ctxbench.harness.core.models import load_tokenizer
 
             b = self.config.base_model
             self._tokenizer = load_tokenizer(b.tokenizer if isinstance(b, ScratchModel) else b)
@@ -101,7 +106,7 @@ class HFTrainer:
             torch.manual_seed(c.seed)
             model = AutoModelForCausalLM.from_config(mc, attn_implementation=c.attn_implementation)
         else:
-            from harness.models import materialize, resolve
+            from ctxbench.harness.core.models import materialize, resolve
 
             path = materialize(resolve(c.base_model))
             mc = AutoConfig.from_pretrained(path)
@@ -237,7 +242,7 @@ class HFTrainer:
         mark.write_text(json.dumps({"config_hash": self.config.config_hash(), "run_id": self.run_id}))
 
     def _record(self, data: DataBundle, params: int) -> dict[str, Any]:
-        from harness.runner import versions
+        from ctxbench.harness.core.provenance import versions
 
         c = self.config
         group = c.group or f"{Path(self.base_name).name} ({params / 1e6:.3g}M)"
@@ -285,10 +290,9 @@ def _callbacks(run: TrainRun, tokens_per_step: int, console: Any, name: str) -> 
         def on_train_begin(self, args, state, control, **kwargs):
             if console is None or not state.is_world_process_zero:
                 return
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from ctxbench.harness.core.progress import progress
 
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                TimeRemainingColumn(), console=console)
+            self.bar = progress(console)
             self.bar.start()
             self.job = self.bar.add_task(f"training {name}", total=state.max_steps, completed=state.global_step)
 

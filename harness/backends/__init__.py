@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from harness.registry import register
+from ctxbench.harness.core.registry import register
 
 
 @register("backend", "hf")
 def hf(**kwargs):
-    from harness.backends.hf import HFBackend
+    from ctxbench.harness.backends.hf import HFBackend
 
     return HFBackend(**kwargs)
 
 
 @register("backend", "echo")
 def echo(**kwargs):
-    from harness.backends.echo import EchoBackend
+    from ctxbench.harness.backends.echo import EchoBackend
 
     return EchoBackend(**kwargs)

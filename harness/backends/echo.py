@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import time
 
-from harness.types import Prediction, Request
+from ctxbench.harness.core.types import Prediction, Request
 
 
 class EchoBackend:
     name = "echo"
+    capabilities = frozenset({"generate"})
+    batch_size = 8
 
     def __init__(self, *, model: str, delay: float = 0.0, context_length: int = 1 << 30, **_: object):
-        from harness.models import load_tokenizer
+        from ctxbench.harness.core.models import load_tokenizer
 
         self.model = model
         self.tokenizer = load_tokenizer(model)

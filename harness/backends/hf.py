@@ -5,14 +5,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.backends.base import apply_truncation
-from harness.errors import ConfigError, OfflineError
-from harness.models import materialize, resolve
-from harness.types import Prediction, Request
+from ctxbench.harness.core.backend import apply_truncation
+from ctxbench.harness.core.errors import ConfigError, OfflineError
+from ctxbench.harness.core.models import materialize, resolve
+from ctxbench.harness.core.types import Prediction, Request
 
 
 class HFBackend:
     name = "hf"
+    capabilities = frozenset({"generate", "loglikelihood"})
 
     def __init__(
         self,
@@ -30,7 +31,7 @@ class HFBackend:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-        from harness.backends.rope import apply_to_hf_config
+        from ctxbench.harness.backends.rope import apply_to_hf_config
 
         if threads:
             torch.set_num_threads(int(threads))

@@ -32,10 +32,10 @@ import time
 from functools import partial
 from typing import Any
 
-from harness.backends.base import apply_truncation
-from harness.errors import ConfigError, CtxbenchError
-from harness.registry import register
-from harness.types import Prediction, Request
+from ctxbench.harness.core.backend import apply_truncation
+from ctxbench.harness.core.errors import ConfigError, CtxbenchError
+from ctxbench.harness.core.registry import register
+from ctxbench.harness.core.types import Prediction, Request
 
 INSTALL_HINT = "backend lmeval needs the lmeval extra: pip install 'ctxbench[lmeval]'"
 KNOWN_TYPES = ("hf", "vllm", "sglang", "local-completions", "local-chat-completions")
@@ -90,6 +90,7 @@ def lm_arguments(model_type: str, model: str, path: str | None, tokenizer_path: 
 
 class LMEvalBackend:
     name = "lmeval"
+    capabilities = frozenset({"generate"})
 
     def __init__(self, *, model: str, model_type: str = "", truncation: str = "refuse", tokenizer: str | None = None,
                  context_length: int = 0, chunk_size: int = 64, **lm_args: Any):
@@ -100,7 +101,7 @@ class LMEvalBackend:
             from lm_eval.api.registry import get_model
         except ImportError:
             raise ConfigError(INSTALL_HINT) from None
-        from harness.models import load_tokenizer, materialize, resolve
+        from ctxbench.harness.core.models import load_tokenizer, materialize, resolve
 
         self.model_type = model_type
         self.model = model

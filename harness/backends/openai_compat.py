@@ -39,10 +39,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from harness.backends.base import apply_truncation
-from harness.errors import ConfigError, CtxbenchError, PromptTooLongError
-from harness.registry import register
-from harness.types import Prediction, Request
+from ctxbench.harness.core.backend import apply_truncation
+from ctxbench.harness.core.errors import ConfigError, CtxbenchError, PromptTooLongError
+from ctxbench.harness.core.registry import register
+from ctxbench.harness.core.types import Prediction, Request
 
 APIS = ("completions", "chat")
 PREFILL_MODES = ("auto", "continue", "user")
@@ -73,16 +73,6 @@ class _Prepared:
     body: dict[str, Any]
     prompt_tokens: int
     truncated: int
-
-
-def _bool(value: Any, field: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if str(value).lower() in ("1", "true", "yes", "on"):
-        return True
-    if str(value).lower() in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"backend_args.{field}: expected true or false, got {value!r}")
 
 
 def _num(value: Any, field: str, typ=float, minimum: float = 0) -> Any:
@@ -132,7 +122,7 @@ class OpenAIBackend:
         try:
             import httpx  # noqa: F401
         except ImportError:
-            raise ConfigError("backend openai needs the openai extra: pip install 'ctxbench[openai]'") from None
+            raise ConfigError("backend openai needs the serve extra: pip install 'ctxbench[serve]'") from None
         if api not in APIS:
             raise ConfigError(f"backend_args.api: use completions or chat, got {api!r}")
         if prefill not in PREFILL_MODES:
@@ -152,6 +142,7 @@ class OpenAIBackend:
         self.served_model = served_model or model
         self.base_url = str(base_url).rstrip("/")
         self.api = api
+        self.capabilities = frozenset({"generate", "chat"} if api == "chat" else {"generate"})
         self.truncation = truncation
         self.concurrency = int(_num(concurrency, "concurrency", int, 1))
         self.timeout = _num(timeout, "timeout", float, 0.001)
@@ -171,7 +162,7 @@ class OpenAIBackend:
             if not self._api_key:
                 raise ConfigError(f"backend_args.api_key_env: environment variable {api_key_env} is not set or empty")
 
-        from harness.models import load_tokenizer
+        from ctxbench.harness.core.models import load_tokenizer
 
         self.tokenizer_spec = tokenizer or model
         try:
@@ -300,7 +291,7 @@ class OpenAIBackend:
         try:
             from transformers import AutoConfig
 
-            from harness.models import materialize, resolve
+            from ctxbench.harness.core.models import materialize, resolve
 
             config = AutoConfig.from_pretrained(materialize(resolve(self.tokenizer_spec)))
         except Exception:  # noqa: BLE001 - no local config: the caller asks for context_length

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.errors import ConfigError
+from ctxbench.harness.core.errors import ConfigError
 
 ROPE_TYPES = ("linear", "dynamic", "yarn", "llama3")
 _EXTRA_KEYS: dict[str, dict[str, type]] = {

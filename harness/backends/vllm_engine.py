@@ -36,11 +36,11 @@ import os
 import time
 from typing import Any
 
-from harness.backends.base import apply_truncation
-from harness.backends.ordering import prefix_order, split_balanced
-from harness.errors import ConfigError, OfflineError
-from harness.registry import register
-from harness.types import Prediction, Request
+from ctxbench.harness.core.backend import apply_truncation
+from ctxbench.harness.backends.ordering import prefix_order, split_balanced
+from ctxbench.harness.core.errors import ConfigError, OfflineError
+from ctxbench.harness.core.registry import register
+from ctxbench.harness.core.types import Prediction, Request
 
 INSTALL_HINT = "backend vllm needs the vllm extra: pip install 'ctxbench[vllm]' (CUDA GPUs only)"
 
@@ -112,7 +112,7 @@ def build_engine_kwargs(
     engine_args: dict | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for vllm.LLM. Pure: unit-testable without vllm. config: the model's config.json."""
-    from harness.backends.rope import vllm_hf_overrides
+    from ctxbench.harness.backends.rope import vllm_hf_overrides
 
     overrides, rope_len = vllm_hf_overrides(config, rope_scaling)
     overrides.update(hf_overrides or {})
@@ -189,6 +189,7 @@ def _dp_worker(conn, engine_kwargs: dict, devices: str) -> None:
 
 class VLLMBackend:
     name = "vllm"
+    capabilities = frozenset({"generate"})
 
     def __init__(
         self,
@@ -213,7 +214,7 @@ class VLLMBackend:
         engine_args: dict | str | None = None,
         batch_size: int = 512,
     ):
-        from harness.models import load_tokenizer, materialize, resolve
+        from ctxbench.harness.core.models import load_tokenizer, materialize, resolve
 
         vllm = import_vllm()  # fail before any slow work
         self.ref = resolve(model)

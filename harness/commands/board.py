@@ -7,10 +7,10 @@ from typing import Optional
 
 import typer
 
-from harness.cli_common import out
-from harness.errors import ConfigError
+from ctxbench.harness.cli_common import out
+from ctxbench.harness.core.errors import ConfigError
 
-board_app = typer.Typer(help="Leaderboards from the results store: tables, curves, heatmaps.", no_args_is_help=True)
+board_app = typer.Typer(help="Leaderboards from the results store: tables, curves, heatmaps.")
 
 
 @board_app.command("build")
@@ -25,8 +25,8 @@ def board_build(
     """Build the leaderboard report from runs (and imported published results)."""
     import pandas as pd
 
-    from harness.board import examples, reported_frame, runs_frame
-    from leaderboard import build_report
+    from ctxbench.leaderboard import build_report
+    from ctxbench.leaderboard.store_frame import examples, reported_frame, runs_frame
 
     measured = runs_frame(runs_dir, [r for r in runs.split(",") if r] if runs else None)
     df = pd.concat([x for x in (measured, reported_frame(runs_dir)) if not x.empty], ignore_index=True) if not (
@@ -52,7 +52,7 @@ def board_import(
     runs_dir: Path = typer.Option(Path("runs"), "--store", help="results store directory"),
 ):
     """Add published results (marked 'reported') so they sit in the same table as measured runs."""
-    from harness.board import import_reported
+    from ctxbench.leaderboard.store_frame import import_reported
 
     n = import_reported(runs_dir, csv)
     out.print(f"imported {n} reported rows from {csv}")

@@ -8,10 +8,10 @@ from typing import Optional
 
 import typer
 
-from harness.cli_common import err, out
+from ctxbench.harness.cli_common import err, out
 
 data_app = typer.Typer(help="Synthesize packed long-context training data (standard, SPLICE, Quest, kNN, ICLM) "
-                            "and inspect it.", no_args_is_help=True)
+                            "and inspect it.")
 
 
 @data_app.command("pack")
@@ -22,13 +22,11 @@ def data_pack(
     seed: Optional[int] = typer.Option(None, help="override seed"),
 ):
     """Pack a corpus into fixed-length sequences (shards + manifest); rerunning resumes an interrupted run."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-    from trainers.data.pipeline import load_config, synthesize
+    from ctxbench.harness.core.progress import progress
+    from ctxbench.trainers.data.pipeline import load_config, synthesize
 
     cfg = load_config(config, out_dir=out_dir, budget_tokens=budget_tokens, seed=seed)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f} tok"),
-                  TimeRemainingColumn(), console=err) as bar:
+    with progress(err, unit="tok") as bar:
         task = bar.add_task(f"{cfg.method} -> {cfg.out_dir}", total=cfg.budget_tokens)
         m = synthesize(cfg, progress=lambda done, total: bar.update(task, completed=done, total=total))
     timing = m.stats.get("timing", {})
@@ -46,8 +44,8 @@ def data_inspect(
     json_out: Optional[Path] = typer.Option(None, "--json", help="also write the diagnostics as JSON here"),
 ):
     """Tokens, documents per sequence, domain mix, burstiness (Zipf), in-sequence similarity, duplicates."""
-    from harness.errors import ConfigError
-    from trainers.data.diagnostics import inspect, table
+    from ctxbench.harness.core.errors import ConfigError
+    from ctxbench.trainers.data.diagnostics import inspect, table
 
     if embed not in ("tfidf", "minilm"):
         raise ConfigError(f"--embed: expected tfidf or minilm, got {embed!r}")
@@ -63,13 +61,13 @@ def data_methods():
     """List packing methods and their method_args (name, default, help)."""
     from rich.table import Table
 
-    from trainers.data.methods import METHODS, method_names
+    from ctxbench.trainers.data.methods import get_method, method_names
 
     t = Table(title="packing methods (method_args)")
     for col in ("method", "arg", "default", "help"):
         t.add_column(col)
     for name in method_names():
-        spec = METHODS[name]
+        spec = get_method(name)
         t.add_row(f"[bold]{name}[/]", "", "", spec.help)
         for arg, field in spec.args.model_fields.items():
             t.add_row("", arg, repr(field.get_default(call_default_factory=True)), field.description or "")

@@ -7,10 +7,10 @@ from typing import Optional
 
 import typer
 
-from harness.cli_common import _ints, out
-from harness.errors import ConfigError
+from ctxbench.harness.cli_common import _ints, out
+from ctxbench.harness.core.errors import ConfigError
 
-export_app = typer.Typer(help="Export tasks for other harnesses.", no_args_is_help=True)
+export_app = typer.Typer(help="Export tasks for other harnesses.")
 
 
 @export_app.command("lm-eval")
@@ -26,8 +26,8 @@ def export_lm_eval_cmd(
     data_dir: Optional[Path] = typer.Option(None, help="default data dir (pg_essays/, squad/, hotpotqa/); env CTXBENCH_DATA_DIR wins"),
 ):
     """Write lm-eval task YAMLs, one per (task, length), that generate and score with ctxbench."""
-    from harness.config import load_suite, select_tasks
-    from harness.lmeval_export import export_lm_eval
+    from ctxbench.harness.core.config import load_suite, select_tasks
+    from ctxbench.harness.lmeval_export import export_lm_eval
 
     if samples is not None and samples < 1:
         raise ConfigError("--samples: must be at least 1")

@@ -7,8 +7,8 @@ from typing import Optional
 
 import typer
 
-from harness.cli_common import out
-from harness.errors import ConfigError
+from ctxbench.harness.cli_common import out
+from ctxbench.harness.core.errors import ConfigError
 
 
 def fit(
@@ -26,7 +26,7 @@ def fit(
     """Fit loss against training tokens per group, predict held-out points, write a report with plots."""
     from rich.table import Table
 
-    from leaderboard.fits import FORMS, SYMBOLS, fit_frame, read_points_csv, write_fit_report
+    from ctxbench.leaderboard.fits import FORMS, SYMBOLS, fit_frame, read_points_csv, write_fit_report
 
     chosen = [f.strip() for f in forms.split(",") if f.strip()]
     bad = [f for f in chosen if f not in FORMS]
@@ -49,7 +49,7 @@ def fit(
             raise ConfigError(f"--csv: {e}") from None
         source = f"{csv.name}"
     else:
-        from trainers.base import loss_points
+        from ctxbench.trainers.base import loss_points
 
         ids = [r for r in runs.split(",") if r] if runs else []
         df = loss_points(store, run_ids=ids, points=points, split=split)

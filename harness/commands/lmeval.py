@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
-import json
-import re
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from harness.cli_common import _kv, err, out
-from harness.errors import ConfigError
+from ctxbench.harness.cli_common import _kv, err, out
+from ctxbench.harness.core.errors import ConfigError
 
 
 def _tasks(spec: str) -> list[str]:
@@ -27,74 +22,35 @@ def run_lmeval(*, model: str, tasks: list[str], out_dir: Path, backend: Any = "h
                task_args: dict | None = None, seed: int = 42, fresh: bool = False, label: str | None = None, console=None):
     """Run lm-eval tasks into a run directory (record.json, samples.jsonl, lmeval_results.json); returns the RunStore.
 
-    Each name in `tasks` becomes the ctxbench task lmeval/<name> with `task_args` (LMEvalArgs). A rerun skips the
-    tasks whose aggregates the run already has, unless fresh.
+    Each name in `tasks` becomes the ctxbench task lmeval/<name> with `task_args` (LMEvalArgs), in a suite of
+    short-context tasks (length 0) scored by the one run loop: same record, store, lock and resume as any run.
+    `backend` is a registered name or a backend object (tests, notebooks).
     """
     from pydantic import ValidationError
 
-    from harness import registry
-    from harness.config import one_line
-    from harness.lmeval_adapter import completed, write_aggregates
-    from harness.models import tokenizer_fingerprint
-    from harness.runner import versions
-    from harness.store import RunStore
-    from harness.types import RunRecord
-    from tasks.lmeval import LMEvalArgs, LMEvalTask
+    from ctxbench.harness.core import registry
+    from ctxbench.harness.core.config import Suite, TaskSpec, one_line
+    from ctxbench.harness.runner import RunPlan, run
 
-    backend_args = dict(backend_args or {})
+    known = set(registry.names("task"))
     task_args = {k: v for k, v in (task_args or {}).items() if v is not None}
+    specs = [TaskSpec(task=f"lmeval/{n}", args=task_args) if f"lmeval/{n}" in known else
+             TaskSpec(task="lmeval/custom", name=f"lmeval/{n}", args={**task_args, "tasks": [n]}) for n in tasks]
     try:
-        objs = [LMEvalTask(f"lmeval/{n}", LMEvalArgs(**task_args)) for n in tasks]
+        suite = Suite(name="lmeval", seed=seed, lengths=[0], samples=1, tasks=specs)
     except ValidationError as e:
         raise ConfigError(one_line(e, "lmeval")) from None
-    suite_config = {"name": "lmeval", "seed": seed, "lengths": [0], "template": "lm-eval",
-                    "tasks": [{"task": t.name, "args": t.args_json()} for t in objs]}
-    blob = json.dumps({"suite": suite_config, "model": model, "backend": backend if isinstance(backend, str) else getattr(backend, "name", "?"),
-                       "args": backend_args}, sort_keys=True)
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(model).name or model)[:40]
-    run_id = f"{slug}-lmeval-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
-    store = RunStore(out_dir, run_id)
-    if fresh:
-        store.reset()
-    todo = [t for t in objs if t.name not in completed(store.dir)]
-    if not todo:
-        if console is not None:
-            console.print(f"{run_id}: every task is done already (use --fresh to run again)")
-        return store
-    if isinstance(backend, str):
-        be = registry.get("backend", backend, field="--backend")(model=model, **backend_args)
-    else:  # a backend object (tests, notebooks)
-        be, backend = backend, getattr(backend, "name", type(backend).__name__)
-    record = RunRecord(
-        run_id=run_id, created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), suite="lmeval",
-        suite_config=suite_config, model=model, backend=backend, backend_args={**backend_args, **be.info()},
-        tokenizer=str(getattr(be.tokenizer, "name_or_path", "")), tokenizer_fingerprint=tokenizer_fingerprint(be.tokenizer),
-        template="lm-eval", seed=seed, truncation=getattr(be, "truncation", "refuse"),
-        versions={**versions(), **_lm_eval_version()}, command=sys.argv, label=label or model,
-    )
-    store.write_record(record)
-    store.open_for_append()
-    for t in todo:
-        rows = t.run_external(backend=be, renderer=None, limit=None, seed=seed, console=console)
-        store.append(rows)
-        write_aggregates(store.dir, t.last_results, t.name)
-    return store
-
-
-def _lm_eval_version() -> dict[str, str]:
-    from importlib import metadata
-
-    try:
-        return {"lm_eval": metadata.version("lm_eval")}
-    except metadata.PackageNotFoundError:
-        return {}
+    name = backend if isinstance(backend, str) else getattr(backend, "name", type(backend).__name__)
+    plan = RunPlan(suite, model, name, dict(backend_args or {}), out_dir, label=label or "")
+    outcome = run(plan, fresh=fresh, console=console, backend=None if isinstance(backend, str) else backend)
+    return outcome.store
 
 
 def summary_table(run_dir: Path, *, title: str):
     """lm-eval's aggregates of a run: every group and task, metric value and lm-eval's stderr (×100)."""
     from rich.table import Table
 
-    from harness.lmeval_adapter import read_aggregates
+    from ctxbench.tasks.lmeval_adapter import read_aggregates
 
     t = Table(title=title)
     for col, just in (("task", "left"), ("metric", "left"), ("value", "right"), ("± stderr", "right"), ("n", "right")):
@@ -132,7 +88,7 @@ def register(app: typer.Typer) -> None:
         num_fewshot: Optional[int] = typer.Option(None, help="few-shot examples; default: each task's own"),
         include_path: list[Path] = typer.Option([], help="directory of extra lm-eval task YAMLs (repeatable)"),
         builtin_tasks: bool = typer.Option(True, help="index lm-eval's builtin tasks (--no-builtin-tasks: only --include-path; faster)"),
-        out_dir: Path = typer.Option(Path("runs"), "--out", help="results store directory"),
+        out_dir: Path = typer.Option(Path("runs"), "--store", help="results store directory"),
         backend: str = typer.Option("hf", help="backend name (log-likelihood tasks need hf)"),
         backend_arg: list[str] = typer.Option([], "--backend-arg", help="KEY=VALUE passed to the backend (repeatable)"),
         batch_size: Optional[int] = typer.Option(None, help="inputs per forward pass (default: the backend's)"),

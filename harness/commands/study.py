@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from harness.cli_common import _data_dir, err, out
+from ctxbench.harness.cli_common import _data_dir, err, out
 
 
 def study(
@@ -18,7 +18,7 @@ def study(
     check: bool = typer.Option(False, help="only validate the study config (methods, trainer settings, suite) and exit"),
 ):
     """Run a study; rerunning resumes, skipping every finished step."""
-    from trainers.study import load_study, run_study
+    from ctxbench.harness.study import load_study, run_study
 
     s = load_study(config)
     if out_dir is not None:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from harness.cli_common import err, out
+from ctxbench.harness.cli_common import err, out
 
 
 def train(
@@ -19,8 +19,8 @@ def train(
     fresh: bool = typer.Option(False, help="discard this run's checkpoints and losses and start over"),
 ):
     """Train a model; writes an HF checkpoint that `ctxbench score --model DIR` scores, and logs losses to the store."""
-    from harness import registry
-    from trainers.base import load_config
+    from ctxbench.harness.core import registry
+    from ctxbench.trainers.base import load_config
 
     cls = registry.get("trainer", method, field="METHOD")
     cfg = load_config(cls.config_cls, config, store=str(store) if store else None,

@@ -23,7 +23,7 @@ else --metadata '{"tokenizer": ...}', else the export default. Data (pg_essays/,
 CTXBENCH_DATA_DIR, else --metadata '{"data_dir": ...}', else the export default.
 """
 
-from harness.lmeval_export.tasklib import dataset, process_results  # noqa: F401
+from ctxbench.harness.lmeval_export.tasklib import dataset, process_results  # noqa: F401
 '''
 
 
@@ -45,7 +45,7 @@ def task_name(display: str, length: int) -> str:
 def export_lm_eval(out_dir: str | Path, suite, *, tokenizer: str | None = None, data_dir: str | None = None,
                    template: str | None = None, verify: str | None = None) -> Exported:
     """Write the suite's tasks × lengths as lm-eval task YAMLs, groups and ctxbench_utils.py into out_dir."""
-    from harness.config import build_task
+    from ctxbench.harness.core.config import build_task
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

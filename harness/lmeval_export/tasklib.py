@@ -39,14 +39,14 @@ def tokenizer_spec(metadata: dict[str, Any], default: str | None = None) -> str:
 
 @functools.cache
 def _tokenizer(spec: str):
-    from harness.models import load_tokenizer
+    from ctxbench.harness.core.models import load_tokenizer
 
     return load_tokenizer(spec)
 
 
 @functools.cache
 def _task(task: str, name: str | None, args_json: str):
-    from harness.config import TaskSpec, build_task
+    from ctxbench.harness.core.config import TaskSpec, build_task
 
     return build_task(TaskSpec(task=task, name=name, args=json.loads(args_json)), where=f"ctxbench task {name or task}")
 
@@ -62,9 +62,9 @@ def samples(*, ctxbench_task: str, ctxbench_length: int, ctxbench_samples: int, 
     """The exported task's documents, as plain dicts (one per sample)."""
     from pathlib import Path
 
-    from harness import datasets
-    from harness.prompting import PromptRenderer
-    from tasks.base import GenContext
+    from ctxbench.harness.core import datasets
+    from ctxbench.harness.core.context import GenContext
+    from ctxbench.harness.core.prompting import PromptRenderer
 
     tok = _tokenizer(tokenizer_spec(metadata, ctxbench_tokenizer))
     data_dir = os.environ.get(DATA_DIR_ENV) or metadata.get("data_dir") or ctxbench_data_dir
@@ -95,7 +95,7 @@ def dataset(**kwargs: Any):
 
 def process_results(doc: dict[str, Any], results: list[str]) -> dict[str, float]:
     """Score one answer with the ctxbench task's own metric (in [0, 1])."""
-    from harness.types import Sample
+    from ctxbench.harness.core.types import Sample
 
     name = doc.get("ctxbench_name") or doc["ctxbench_task"]
     task = _task(doc["ctxbench_task"], name if name != doc["ctxbench_task"] else None, doc["ctxbench_args"])

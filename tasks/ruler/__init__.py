@@ -6,12 +6,12 @@ Every parameter of a family is a task argument, so a suite can build harder vari
 
 from __future__ import annotations
 
-from harness.registry import register
-from tasks.ruler.cwe import CommonWords
-from tasks.ruler.fwe import FrequentWords
-from tasks.ruler.niah import Niah
-from tasks.ruler.qa import QA
-from tasks.ruler.vt import VariableTracking
+from ctxbench.harness.core.registry import register
+from ctxbench.tasks.ruler.cwe import CommonWords
+from ctxbench.tasks.ruler.fwe import FrequentWords
+from ctxbench.tasks.ruler.niah import Niah
+from ctxbench.tasks.ruler.qa import QA
+from ctxbench.tasks.ruler.vt import VariableTracking
 
 PRESETS: dict[str, tuple[type, dict]] = {
     "niah_single_1": (Niah, dict(haystack="noise", key_type="words", value_type="numbers")),

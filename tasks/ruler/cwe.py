@@ -14,10 +14,11 @@ from functools import lru_cache
 import numpy as np
 from pydantic import Field, model_validator
 
-from harness.errors import ConfigError
-from harness.fitting import fit_units
-from tasks.base import GenContext, Task, TaskArgs
-from tasks.haystacks import sequence_cum, wonderwords_lists
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.fitting import fit_units
+from ctxbench.tasks.base import Task, TaskArgs
+from ctxbench.tasks.haystacks import sequence_cum, wonderwords_lists
 
 TEMPLATE = (
     "Below is a numbered list of words. In these words, some appear more often than others. "
@@ -94,6 +95,8 @@ def numbered(words) -> str:
 class CommonWords(Task):
     Args = CweArgs
     category = "aggregation"
+    summary = "common words extraction: the {num_cw} words repeated {freq_cw}x among words repeated {freq_ucw}x"
+    data_source = "none (wonderwords word lists, pinned)"
     metric = "string_match_all"
 
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext):

@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from harness.errors import ConfigError
-from harness.fitting import fit_units
-from tasks.base import GenContext, Task, TaskArgs
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.fitting import fit_units
+from ctxbench.tasks.base import Task, TaskArgs
 
 TEMPLATE = (
     "Read the following coded text and track the frequency of each coded word. Find the three most frequently appeared "
@@ -35,6 +36,7 @@ class FweArgs(TaskArgs):
 class FrequentWords(Task):
     Args = FweArgs
     category = "aggregation"
+    summary = "frequent words extraction: the {num_answers} most frequent coded words of a Zeta(alpha={alpha}) stream"
     metric = "string_match_all"
 
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext):

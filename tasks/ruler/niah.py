@@ -9,9 +9,10 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from harness.fitting import fit_units
-from tasks.base import GenContext, Task, TaskArgs, check_depths
-from tasks.haystacks import NOISE, essays_path, nearest_boundary, read_text_source, word_haystack, wonderwords_lists
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.fitting import fit_units
+from ctxbench.tasks.base import Task, TaskArgs, check_depths
+from ctxbench.tasks.haystacks import NOISE, essays_path, nearest_boundary, read_text_source, wonderwords_lists, word_haystack
 
 TEMPLATE = (
     "Some special magic {type_v} are hidden within the following text. Make sure to memorize it. "
@@ -54,6 +55,10 @@ def _random_value(kind: str, rng, words: dict[str, list[str]]) -> str:
 class Niah(Task):
     Args = NiahArgs
     category = "retrieval"
+    summary = "needle in a haystack: {haystack} haystack, {key_type} keys -> {value_type}; {num_keys} keys, {num_values} values, {num_queries} queries"
+
+    def data_needs(self) -> str:
+        return "pg_essays/ (Paul Graham essays; downloaded once if no --data-dir)" if self.args.haystack == "essay" else "none (generated)"
     metric = "string_match_all"
 
     def _texts(self, query: str) -> tuple[str, str, str]:
@@ -152,7 +157,7 @@ class Niah(Task):
                                 depths=fitted.extra, meta={"haystack_units": fitted.n})
 
     def _essay(self, ctx: GenContext):
-        from harness.models import tokenizer_fingerprint
+        from ctxbench.harness.core.models import tokenizer_fingerprint
 
         text = read_text_source(essays_path(self.args.essays, ctx.data_dir))
         fp = ctx.cached(("fingerprint",), lambda: tokenizer_fingerprint(ctx.tokenizer))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +19,12 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from harness.errors import ConfigError
-from harness.fitting import fit_units
-from tasks.base import GenContext, Task, TaskArgs, sample_seed
-from tasks.haystacks import _download, sequence_cum
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.fitting import fit_units
+from ctxbench.harness.core.io import cached_npy
+from ctxbench.tasks.base import Task, TaskArgs, sample_seed
+from ctxbench.tasks.haystacks import _download, sequence_cum
 
 TEMPLATE = (
     "Answer the question based on the given documents. Only give me the answer and do not output any other words.\n\n"
@@ -122,6 +123,11 @@ def read_hotpotqa(path: Path) -> QaData:
 class QA(Task):
     Args = QaArgs
     category = "question answering"
+    summary = "question answering over {dataset} paragraphs padded with distractor paragraphs"
+
+    def data_needs(self) -> str:
+        return {"squad": "squad/dev-v2.0.json (SQuAD 2.0 dev)", "hotpotqa": "hotpotqa/*.json (HotpotQA dev, distractor)"}[
+            self.args.dataset] + "; downloaded once if no --data-dir"
     metric = "string_match_part"
 
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext):
@@ -246,7 +252,7 @@ class QA(Task):
                 found = sorted((ctx.data_dir / "hotpotqa").glob("*.json"))
                 if found:
                     return found[0]
-        from harness.models import cache_dir
+        from ctxbench.harness.core.models import cache_dir
 
         url, name = URLS[a.dataset]
         target = cache_dir("data") / name
@@ -257,22 +263,16 @@ class QA(Task):
         """Tokens each document adds in place (between two document headers); cached per tokenizer, on disk too."""
 
         def make() -> np.ndarray:
-            from harness.models import cache_dir, tokenizer_fingerprint
+            from ctxbench.harness.core.models import cache_dir, tokenizer_fingerprint
 
             fp = ctx.cached(("fingerprint",), lambda: tokenizer_fingerprint(ctx.tokenizer))
             h = hashlib.sha256(fp.encode())
             for d in data.docs:
                 h.update(d.encode() + b"\0")
             cache = cache_dir("haystacks") / f"docs-{h.hexdigest()[:16]}.npy"
-            if cache.exists():
-                return np.load(cache)
             # measured between two headers, so that whatever a document's edges do to tokenization is counted
             sep = "\n\n" + DOCUMENT.format(i=1, document="")
-            costs = ctx.piece_counts([sep + d + sep for d in data.docs]) - 2 * int(ctx.piece_counts([sep])[0])
-            tmp = cache.with_name(f"{cache.stem}.{os.getpid()}.part")
-            with open(tmp, "wb") as f:
-                np.save(f, costs)
-            os.replace(tmp, cache)  # atomic: a concurrent reader never sees half a file
-            return costs
+            return cached_npy(cache, lambda: ctx.piece_counts([sep + d + sep for d in data.docs]) - 2 * int(ctx.piece_counts([sep])[0]),
+                              check=lambda a: a.shape == (len(data.docs),))
 
         return ctx.cached(("qa-doc-costs", str(path), len(data.docs)), make)

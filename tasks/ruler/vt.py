@@ -15,9 +15,10 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from harness.fitting import fit_units
-from tasks.base import GenContext, Task, TaskArgs, check_depths
-from tasks.haystacks import NOISE, essays_path, nearest_boundary, read_text_source, word_haystack
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.fitting import fit_units
+from ctxbench.tasks.base import Task, TaskArgs, check_depths
+from ctxbench.tasks.haystacks import NOISE, essays_path, nearest_boundary, read_text_source, word_haystack
 
 TEMPLATE = (
     "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n{context}\n"
@@ -71,6 +72,10 @@ def _chains(rng: random.Random, num_chains: int, num_hops: int, k: int) -> tuple
 class VariableTracking(Task):
     Args = VtArgs
     category = "multi-hop tracing"
+    summary = "variable tracking: {num_chains} chain(s) of {num_hops} hops hidden in {haystack}; return every variable bound to the value"
+
+    def data_needs(self) -> str:
+        return "pg_essays/ (Paul Graham essays; downloaded once if no --data-dir)" if self.args.haystack == "essay" else "none (generated)"
     metric = "string_match_all"
 
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext):
@@ -104,7 +109,7 @@ class VariableTracking(Task):
         return _NoiseLayout(line_cost, ctx, chains, depths, layout_seed)
 
     def _essay(self, ctx: GenContext):
-        from harness.models import tokenizer_fingerprint
+        from ctxbench.harness.core.models import tokenizer_fingerprint
 
         def make():
             text = read_text_source(essays_path(self.args.essays, ctx.data_dir))

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leaderboard import bootstrap
-from leaderboard.aggregate import (
+from ctxbench.leaderboard import bootstrap
+from ctxbench.leaderboard.aggregate import (
     category_table,
     depth_length_matrix,
     length_averages,
@@ -15,7 +15,7 @@ from leaderboard.aggregate import (
     position_curve,
     task_length_table,
 )
-from leaderboard.ranking import effective_length, resolve_threshold, weighted_averages
+from ctxbench.leaderboard.ranking import effective_length, resolve_threshold, weighted_averages
 
 
 def frame(rows: list[tuple], columns=("model", "task", "length", "index", "score")) -> pd.DataFrame:

@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leaderboard import report as report_module
-from leaderboard.render import md_escape
-from leaderboard.report import build_report, write_atomic
+from ctxbench.harness.core import io as io_module
+from ctxbench.harness.core.io import atomic_write
+from ctxbench.leaderboard.render import md_escape
+from ctxbench.leaderboard.report import build_report
 
 EVIL = "<script>alert(1)</script>"
 LENGTHS = (4096, 8192, 16384)
@@ -196,15 +197,15 @@ def test_md_escape() -> None:
     assert md_escape("a|b*c_d[e]`f`<g>&h\ni") == r"a\|b\*c\_d\[e\]\`f\`&lt;g&gt;&amp;h i"
 
 
-def test_write_atomic_keeps_old_file_on_failure(tmp_path: Path, monkeypatch) -> None:
+def test_atomic_write_keeps_old_file_on_failure(tmp_path: Path, monkeypatch) -> None:
     target = tmp_path / "results.json"
-    write_atomic(target, "old")
+    atomic_write(target, "old")
 
     def boom(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(report_module.os, "replace", boom)
+    monkeypatch.setattr(io_module.os, "replace", boom)
     with pytest.raises(OSError):
-        write_atomic(target, "new")
+        atomic_write(target, "new")
     assert target.read_text() == "old"
     assert os.listdir(tmp_path) == ["results.json"]

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leaderboard.aggregate import length_averages
-from leaderboard.ranking import effective_length, resolve_threshold, weighted_averages
-from leaderboard.report import build_report
-from leaderboard.reported import import_reported_csv
-from leaderboard.tables import effective_text
+from ctxbench.leaderboard.aggregate import length_averages
+from ctxbench.leaderboard.ranking import effective_length, resolve_threshold, weighted_averages
+from ctxbench.leaderboard.report import build_report
+from ctxbench.leaderboard.reported import import_reported_csv
+from ctxbench.leaderboard.tables import effective_text
 
 
 def _write(path: Path, text: str) -> Path:

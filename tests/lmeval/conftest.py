@@ -70,7 +70,7 @@ def tiny_mmlu(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def smol_backend():
     """The embedded SmolLM2-135M in float32 on CPU (one load per session)."""
-    from harness.backends.hf import HFBackend
+    from ctxbench.harness.backends.hf import HFBackend
 
     return HFBackend(model="smollm2-135m", dtype="float32", device="cpu", batch_size=4)
 
@@ -86,6 +86,7 @@ class StubBackend:
     """A model-free backend with the scoring interface: prefers the continuation ' A'; generation via `reply`."""
 
     name = "stub"
+    capabilities = frozenset({"generate", "loglikelihood"})
 
     def __init__(self, tokenizer, reply=lambda prompt: ""):
         self.tokenizer = tokenizer
@@ -104,7 +105,7 @@ class StubBackend:
         return [-float(len(t)) for t in texts]
 
     def generate(self, requests):
-        from harness.types import Prediction
+        from ctxbench.harness.core.types import Prediction
 
         self.generated.extend(requests)
         return [Prediction(r.sample_id, self.reply(r.prompt), r.prompt_tokens or 0, 1, 0.0) for r in requests]

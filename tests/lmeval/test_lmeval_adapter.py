@@ -12,7 +12,7 @@ pytest.importorskip("lm_eval")
 def test_rolling_windows_are_lm_evals():
     from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
-    from harness.backends.hf import rolling_windows
+    from ctxbench.harness.backends.hf import rolling_windows
 
     for n in (0, 1, 5, 16, 17, 40, 100):
         toks = list(range(100, 100 + n))
@@ -24,7 +24,7 @@ def test_rolling_windows_are_lm_evals():
 def test_generate_until_cuts_at_stop_sequences(make_stub):
     from lm_eval.api.instance import Instance
 
-    from harness.lmeval_adapter import CtxbenchLM
+    from ctxbench.tasks.lmeval_adapter import CtxbenchLM
 
     backend = make_stub(lambda prompt: " 42\n\nQuestion: next")
     lm = CtxbenchLM(backend)
@@ -38,8 +38,8 @@ def test_generate_until_cuts_at_stop_sequences(make_stub):
 def test_loglikelihood_needs_a_scoring_backend(make_stub, smol_tokenizer):
     from lm_eval.api.instance import Instance
 
-    from harness.errors import ConfigError
-    from harness.lmeval_adapter import CtxbenchLM
+    from ctxbench.harness.core.errors import ConfigError
+    from ctxbench.tasks.lmeval_adapter import CtxbenchLM
 
     req = [Instance("loglikelihood", {}, ("Answer:", " A"), 0)]
     assert CtxbenchLM(make_stub()).loglikelihood(req) == [(0.0, True)]
@@ -53,8 +53,8 @@ def test_loglikelihood_needs_a_scoring_backend(make_stub, smol_tokenizer):
 
 
 def test_lmeval_tasks_are_registered_with_strict_args():
-    from harness.config import TaskSpec, build_task
-    from harness.errors import ConfigError
+    from ctxbench.harness.core.config import TaskSpec, build_task
+    from ctxbench.harness.core.errors import ConfigError
 
     t = build_task(TaskSpec(task="lmeval/mmlu", args={"num_fewshot": 5, "limit": 3}))
     assert t.external and t.lmeval_tasks() == ["mmlu"] and t.args.num_fewshot == 5
@@ -66,8 +66,8 @@ def test_lmeval_tasks_are_registered_with_strict_args():
 
 
 def test_unknown_lmeval_task_is_a_config_error(make_stub, tiny_mmlu):
-    from harness.errors import ConfigError
-    from harness.lmeval_adapter import evaluate
+    from ctxbench.harness.core.errors import ConfigError
+    from ctxbench.tasks.lmeval_adapter import evaluate
 
     with pytest.raises(ConfigError, match="mmlu_astronomy"):
         evaluate(make_stub(), ["mmlu_astronomyy"], include_path=str(tiny_mmlu), include_defaults=False)
@@ -75,8 +75,8 @@ def test_unknown_lmeval_task_is_a_config_error(make_stub, tiny_mmlu):
 
 def test_tiny_mmlu_rows_categories_and_stderr(make_stub, tiny_mmlu_paths, tmp_path):
     """lm-eval's real MMLU groups over local subjects; the stub always answers A."""
-    from harness.lmeval_adapter import read_aggregates, write_aggregates
-    from tasks.lmeval import LMEvalArgs, LMEvalTask
+    from ctxbench.tasks.lmeval import LMEvalArgs, LMEvalTask
+    from ctxbench.tasks.lmeval_adapter import read_aggregates, write_aggregates
 
     task = LMEvalTask("lmeval/mmlu", LMEvalArgs(include_path=tiny_mmlu_paths, builtin_tasks=False))
     rows = task.run_external(backend=make_stub(), renderer=None, limit=None, seed=1, console=None)
@@ -109,8 +109,8 @@ def test_lmeval_run_is_a_normal_run_on_the_board(make_stub, tiny_mmlu_paths, tmp
     import pandas as pd
     from typer.testing import CliRunner
 
-    from harness.cli import app
-    from harness.commands.lmeval import run_lmeval
+    from ctxbench.harness.cli import app
+    from ctxbench.harness.commands.lmeval import run_lmeval
 
     store = run_lmeval(model="stub-model", tasks=["mmlu"], out_dir=tmp_path / "runs", backend=make_stub(),
                        task_args={"include_path": tiny_mmlu_paths, "builtin_tasks": False, "bootstrap_iters": 0})

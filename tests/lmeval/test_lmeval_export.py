@@ -23,7 +23,7 @@ tasks: [ruler/niah_single_1, ruler/qa_1]
 def _export(tmp_path, *extra):
     from typer.testing import CliRunner
 
-    from harness.cli import app
+    from ctxbench.harness.cli import app
 
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE)
@@ -55,11 +55,11 @@ def test_export_writes_one_task_per_length_in_groups(tmp_path):
 def test_exported_tasks_use_our_samples_and_score_qa_any_of(tmp_path, make_stub, smol_tokenizer, data_dir, monkeypatch):
     """Run the exported group through lm-eval with an oracle that answers each QA sample with its LAST reference:
     any-of scoring (ours) gives 1; lm-eval's own RULER QA (fraction of references) would not."""
-    from harness import datasets, registry
-    from harness.lmeval_adapter import evaluate
-    from harness.metrics import string_match_all
-    from harness.prompting import PromptRenderer
-    from tasks.base import GenContext
+    from ctxbench.harness.core import datasets, registry
+    from ctxbench.harness.core.context import GenContext
+    from ctxbench.harness.core.metrics import string_match_all
+    from ctxbench.harness.core.prompting import PromptRenderer
+    from ctxbench.tasks.lmeval_adapter import evaluate
 
     monkeypatch.setenv("CTXBENCH_CACHE", str(tmp_path / "cache"))  # generated from scratch, in lm-eval's task order
     monkeypatch.setenv("CTXBENCH_DATA_DIR", str(data_dir))
@@ -88,7 +88,7 @@ def test_exported_tasks_use_our_samples_and_score_qa_any_of(tmp_path, make_stub,
 
 
 def test_process_results_is_any_of_for_qa(smol_tokenizer, data_dir, monkeypatch):
-    from harness.lmeval_export.tasklib import process_results, samples
+    from ctxbench.harness.lmeval_export.tasklib import process_results, samples
 
     monkeypatch.setenv("CTXBENCH_DATA_DIR", str(data_dir))
     monkeypatch.setenv("CTXBENCH_TOKENIZER", "smollm2-135m")
@@ -100,7 +100,7 @@ def test_process_results_is_any_of_for_qa(smol_tokenizer, data_dir, monkeypatch)
 
 
 def test_missing_tokenizer_says_how_to_pass_one(monkeypatch):
-    from harness.lmeval_export.tasklib import tokenizer_spec
+    from ctxbench.harness.lmeval_export.tasklib import tokenizer_spec
 
     monkeypatch.delenv("CTXBENCH_TOKENIZER", raising=False)
     with pytest.raises(ValueError, match="--model_args pretrained="):
@@ -114,7 +114,7 @@ def test_missing_tokenizer_says_how_to_pass_one(monkeypatch):
 @pytest.mark.slow  # ~40-75 s on 2 CPU cores; the same tasks run in-process through lm-eval's evaluator above
 def test_exported_task_runs_under_lm_eval_cli(tmp_path, repo_root, data_dir):
     """lm-eval's own CLI and HF model on the exported task, with nothing from ctxbench but the task directory."""
-    from harness.models import materialize, resolve
+    from ctxbench.harness.core.models import materialize, resolve
 
     out = _export(tmp_path, "--lengths", "512", "--samples", "1", "--tasks", "ruler/niah_single_1")
     model_dir = materialize(resolve("smollm2-135m"))

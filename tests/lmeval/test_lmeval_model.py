@@ -38,7 +38,7 @@ def test_adapter_loglikelihood_matches_transformers(smol_backend):
     import transformers
     from lm_eval.api.instance import Instance
 
-    from harness.lmeval_adapter import CtxbenchLM
+    from ctxbench.tasks.lmeval_adapter import CtxbenchLM
 
     model = smol_backend.model  # the raw transformers model (float32); tokenizer loaded afresh
     tok = transformers.AutoTokenizer.from_pretrained(smol_backend.path)
@@ -74,10 +74,10 @@ def test_mmlu_through_lm_eval_is_stored_and_on_the_board(tmp_path, tiny_mmlu_pat
     import pandas as pd
     from typer.testing import CliRunner
 
-    from harness.cli import app
+    from ctxbench.harness.cli import app
 
     runs, board = tmp_path / "runs", tmp_path / "board"
-    args = ["lmeval", "--model", "smollm2-135m", "--tasks", "mmlu", "--out", str(runs), "--no-builtin-tasks",
+    args = ["lmeval", "--model", "smollm2-135m", "--tasks", "mmlu", "--store", str(runs), "--no-builtin-tasks",
             "--backend-arg", "dtype=float32", "--backend-arg", "device=cpu"]
     for p in tiny_mmlu_paths:
         args += ["--include-path", p]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import registry
-from tasks.infinitebench_metrics import get_score_one
+from ctxbench.harness.core import registry
+from ctxbench.tasks.infinitebench_metrics import get_score_one
 
 
 def s(pred, label, task):

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from harness import registry
-from tasks.longbench_metrics import best, classification, code_sim, count, qa_f1, qa_f1_zh, retrieval, retrieval_zh, rouge_l, rouge_l_zh
+from ctxbench.harness.core import registry
+from ctxbench.tasks.longbench_metrics import (
+    best,
+    classification,
+    code_sim,
+    count,
+    qa_f1,
+    qa_f1_zh,
+    retrieval,
+    retrieval_zh,
+    rouge_l,
+    rouge_l_zh,
+)
 
 
 def test_qa_f1_normalizes_and_takes_the_max_over_references():

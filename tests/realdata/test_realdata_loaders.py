@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from harness import registry
-from harness.errors import ConfigError, OfflineError
-from harness.prompting import PromptRenderer
-from tasks.base import GenContext
+from ctxbench.harness.core import registry
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.errors import ConfigError, OfflineError
+from ctxbench.harness.core.prompting import PromptRenderer
 
 
 def _jsonl(path, rows):
@@ -62,7 +62,7 @@ def test_longbench_hub_path_through_datasets(ctx, tmp_path, monkeypatch):
         return real("json", data_files=str(f), split="train")
 
     monkeypatch.setattr(datasets, "load_dataset", fake)
-    monkeypatch.setattr("tasks.realdata.hub_reachable", lambda: True)
+    monkeypatch.setattr("ctxbench.tasks.realdata.hub_reachable", lambda: True)
     task = registry.get("task", "longbench/hotpotqa")()
     assert task.samples_per_length(ctx) == 2 and calls == [("THUDM/LongBench", "hotpotqa", "test")]
     assert task.generate(length=1024, index=1, seed=0, ctx=ctx).answers == ("answer 1",)
@@ -77,7 +77,7 @@ def test_offline_hub_is_a_clear_error(ctx, monkeypatch):
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
-    monkeypatch.setattr("tasks.realdata.hub_reachable", lambda: True)  # the clients themselves fail
+    monkeypatch.setattr("ctxbench.tasks.realdata.hub_reachable", lambda: True)  # the clients themselves fail
     with pytest.raises(OfflineError, match="data_file"):
         registry.get("task", "longbench/narrativeqa")().samples_per_length(ctx)
     with pytest.raises(OfflineError, match="path/to/passkey.jsonl"):
@@ -85,7 +85,7 @@ def test_offline_hub_is_a_clear_error(ctx, monkeypatch):
 
 
 def test_unreachable_hub_fails_fast(ctx, monkeypatch):
-    monkeypatch.setattr("tasks.realdata.hub_reachable", lambda: False)
+    monkeypatch.setattr("ctxbench.tasks.realdata.hub_reachable", lambda: False)
     with pytest.raises(OfflineError, match="unreachable.*HF_HUB_OFFLINE"):
         registry.get("task", "longbench2")().samples_per_length(ctx)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import registry
-from harness.prompting import PromptRenderer
-from tasks.longbench import PROMPTS
+from ctxbench.harness.core import registry
+from ctxbench.harness.core.prompting import PromptRenderer
+from ctxbench.tasks.longbench import PROMPTS
 
 QUESTION = "Which startup did the essay mention first?"
 
@@ -77,7 +77,7 @@ def test_no_chat_template_datasets_render_plain(gen_ctx, tmp_path, long_context)
 
 
 def test_too_small_a_length_is_a_config_error(gen_ctx, tmp_path, long_context):
-    from harness.errors import ConfigError
+    from ctxbench.harness.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="use a larger length"):
         _task("longbench/qasper", tmp_path, long_context).generate(length=200, index=0, seed=0, ctx=gen_ctx)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from harness import registry
-from harness.config import CONFIG_ROOT, Suite, build_task, load_suite
-from harness.errors import ConfigError
+from ctxbench.harness.core import registry
+from ctxbench.harness.core.config import CONFIG_ROOT, Suite, build_task, load_suite
+from ctxbench.harness.core.errors import ConfigError
 
 PRESETS = ["ruler-paper", "hqa-paper", "logo-paper", "quest-paper", "splice-paper"]
 

@@ -33,7 +33,7 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def smol_dir() -> str:
     """The embedded SmolLM2-135M-Instruct as a plain HF directory (converted once from its GGUF)."""
-    from harness.models import materialize, resolve
+    from ctxbench.harness.core.models import materialize, resolve
 
     return materialize(resolve("smollm2-135m"))
 

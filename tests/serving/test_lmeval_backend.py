@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import registry
-from harness.backends.lmeval_model import lm_arguments, split_backend_name
-from harness.errors import ConfigError
-from harness.types import Request
+from ctxbench.harness.backends.lmeval_model import lm_arguments, split_backend_name
+from ctxbench.harness.core import registry
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.types import Request
 
 lm_eval = pytest.importorskip("lm_eval")
 

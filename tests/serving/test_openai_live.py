@@ -17,18 +17,18 @@ import sys
 
 import pytest
 
-from harness.backends.openai_compat import OpenAIBackend
-from harness.types import Request
+from ctxbench.harness.backends.openai_compat import OpenAIBackend
+from ctxbench.harness.core.types import Request
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def niah_samples(smol_tokenizer, data_dir):
-    from harness import datasets
-    from harness.config import TaskSpec, build_task
-    from harness.prompting import PromptRenderer
-    from tasks.base import GenContext
+    from ctxbench.harness.core import datasets
+    from ctxbench.harness.core.config import TaskSpec, build_task
+    from ctxbench.harness.core.context import GenContext
+    from ctxbench.harness.core.prompting import PromptRenderer
 
     task = build_task(TaskSpec(task="niah/single", args={"depths": 3, "tokens_to_generate": 16}))
     ctx = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer), data_dir=data_dir)
@@ -67,7 +67,7 @@ def test_chat_against_transformers_serve(hf_server, smol_dir, smol_tokenizer, ni
 
 def test_lmeval_local_completions_against_transformers_serve(hf_server, smol_dir, niah_samples):
     pytest.importorskip("lm_eval")
-    from harness import registry
+    from ctxbench.harness.core import registry
 
     b = registry.get("backend", "lmeval:local-completions")(
         model=smol_dir, base_url=f"{hf_server}/completions", tokenized_requests=False, context_length=8192, max_retries=2)
@@ -88,8 +88,8 @@ tasks:
 
 
 def _score(repo_root, data_dir, suite, out, proxy_url, model, env):
-    cmd = [sys.executable, "-m", "harness.cli", "score", "--backend", "openai", "--model", model, "--suite", str(suite),
-           "--out", str(out), "--data-dir", str(data_dir),
+    cmd = [sys.executable, "-m", "ctxbench.harness.cli", "score", "--backend", "openai", "--model", model, "--suite", str(suite),
+           "--store", str(out), "--data-dir", str(data_dir),
            "--backend-arg", f"base_url={proxy_url}", "--backend-arg", "timeout=10", "--backend-arg", "max_retries=2",
            "--backend-arg", "backoff=0.05", "--backend-arg", "backoff_max=0.2", "--backend-arg", "concurrency=2",
            "--backend-arg", "api_key_env=CTXBENCH_FAULT_KEY"]
@@ -109,11 +109,11 @@ def test_faults_end_in_predictions_or_errors_and_a_rerun_fills_them(hf_server, s
     env = {**os.environ, "CTXBENCH_FAULT_KEY": secret, "OMP_NUM_THREADS": "1"}
 
     # the same samples the CLI will generate (same tokenizer, task args, seed; read from the sample cache)
-    from harness import datasets
-    from harness.config import TaskSpec, build_task
-    from harness.models import load_tokenizer
-    from harness.prompting import PromptRenderer
-    from tasks.base import GenContext
+    from ctxbench.harness.core import datasets
+    from ctxbench.harness.core.config import TaskSpec, build_task
+    from ctxbench.harness.core.context import GenContext
+    from ctxbench.harness.core.models import load_tokenizer
+    from ctxbench.harness.core.prompting import PromptRenderer
 
     tok = load_tokenizer(smol_dir)
     task = build_task(TaskSpec(task="niah/single", args={"depths": 5, "tokens_to_generate": 12}))

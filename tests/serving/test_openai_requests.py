@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from harness.backends.openai_compat import OpenAIBackend
-from harness.errors import ConfigError, PromptTooLongError
-from harness.types import Request
+from ctxbench.harness.backends.openai_compat import OpenAIBackend
+from ctxbench.harness.core.errors import ConfigError, PromptTooLongError
+from ctxbench.harness.core.types import Request
 
 PREFIX = " The special magic number is"
 
@@ -18,10 +18,10 @@ PREFIX = " The special magic number is"
 @pytest.fixture(autouse=True)
 def _shared_tokenizer(smol_tokenizer, monkeypatch):
     """Load the tokenizer once for the module, not once per backend built."""
-    import harness.models
+    from ctxbench.harness.core import models
 
-    real = harness.models.load_tokenizer
-    monkeypatch.setattr(harness.models, "load_tokenizer", lambda spec: smol_tokenizer if spec == "smollm2-135m" else real(spec))
+    real = models.load_tokenizer
+    monkeypatch.setattr(models, "load_tokenizer", lambda spec: smol_tokenizer if spec == "smollm2-135m" else real(spec))
 
 
 def make_request(tok, sid: str, user: str, max_new: int = 8, prefix: str = PREFIX) -> Request:

@@ -2,7 +2,7 @@
 
 import random
 
-from harness.backends.ordering import common_prefix, prefix_order, shared_prefix_fraction, split_balanced
+from ctxbench.harness.backends.ordering import common_prefix, prefix_order, shared_prefix_fraction, split_balanced
 
 
 def test_common_prefix_and_fraction_by_hand():
@@ -24,8 +24,8 @@ def test_split_balanced_keeps_runs_contiguous():
 
 
 def test_prefix_order_beats_random_on_a_depth_grid(gen_ctx, smol_tokenizer):
-    from harness import datasets
-    from harness.config import TaskSpec, build_task
+    from ctxbench.harness.core import datasets
+    from ctxbench.harness.core.config import TaskSpec, build_task
 
     task = build_task(TaskSpec(task="niah/single", args={"depths": 11}))
     samples = [s for length in (512, 1024) for s in datasets.generate(task, length=length, indices=range(11), seed=42, ctx=gen_ctx)]

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.rope import apply_to_hf_config, parse_rope_scaling, rope_parameters_for, vllm_hf_overrides
-from harness.errors import ConfigError
+from ctxbench.harness.backends.rope import apply_to_hf_config, parse_rope_scaling, rope_parameters_for, vllm_hf_overrides
+from ctxbench.harness.core.errors import ConfigError
 
 
 def test_parse_specs():
@@ -67,7 +67,7 @@ def test_transformers_config_accepts_every_type(smol_dir, spec):
 
 
 def test_hf_backend_loads_the_model_with_rope_scaling(smol_dir):
-    from harness.backends.hf import HFBackend
+    from ctxbench.harness.backends.hf import HFBackend
 
     b = HFBackend(model="smollm2-135m", rope_scaling="yarn:2", dtype="float32", threads=1)
     assert b.context_length == 16384

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.errors import ConfigError, PromptTooLongError
-from harness.types import Request
+from ctxbench.harness.core.errors import ConfigError, PromptTooLongError
+from ctxbench.harness.core.types import Request
 
 EOS = 2  # <|im_end|> in SmolLM2
 
@@ -58,7 +58,7 @@ def chat_request(tok, sid, user, max_new=16, prefix=" Answer:"):
 
 
 def test_engine_arguments(smol_dir):
-    from harness.backends.vllm_engine import build_engine_kwargs
+    from ctxbench.harness.backends.vllm_engine import build_engine_kwargs
 
     config = json.loads((Path(smol_dir) / "config.json").read_text())
     kw = build_engine_kwargs(smol_dir, config=config)
@@ -78,7 +78,7 @@ def test_engine_arguments(smol_dir):
 
 
 def test_missing_vllm_says_how_to_install(monkeypatch):
-    from harness.backends.vllm_engine import VLLMBackend
+    from ctxbench.harness.backends.vllm_engine import VLLMBackend
 
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
     with pytest.raises(ConfigError, match=r"pip install 'ctxbench\[vllm\]'"):
@@ -86,7 +86,7 @@ def test_missing_vllm_says_how_to_install(monkeypatch):
 
 
 def test_requests_are_exact_token_ids_in_prefix_order(fake_vllm, smol_tokenizer):
-    from harness import registry
+    from ctxbench.harness.core import registry
 
     b = registry.get("backend", "vllm")(model="smollm2-135m", tensor_parallel_size=1, hf_overrides='{"sliding_window": null}')
     (llm,) = FakeLLM.instances
@@ -116,7 +116,7 @@ def test_requests_are_exact_token_ids_in_prefix_order(fake_vllm, smol_tokenizer)
 
 
 def test_truncation_policy(fake_vllm, smol_tokenizer):
-    from harness.backends.vllm_engine import VLLMBackend
+    from ctxbench.harness.backends.vllm_engine import VLLMBackend
 
     long = chat_request(smol_tokenizer, "long", "word " * 300)
     with pytest.raises(PromptTooLongError, match="--truncation middle"):
@@ -141,7 +141,7 @@ class ThreadProcess(threading.Thread):
 def test_data_parallel_engines_split_the_ordered_requests(fake_vllm, smol_tokenizer, monkeypatch):
     import multiprocessing
 
-    from harness.backends.vllm_engine import VLLMBackend
+    from ctxbench.harness.backends.vllm_engine import VLLMBackend
 
     ThreadProcess.started = []
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
@@ -163,11 +163,11 @@ def test_data_parallel_engines_split_the_ordered_requests(fake_vllm, smol_tokeni
 @pytest.mark.gpu
 def test_vllm_end_to_end_on_gpu(smol_tokenizer, data_dir):
     pytest.importorskip("vllm")
-    from harness import datasets
-    from harness.backends.vllm_engine import VLLMBackend
-    from harness.config import TaskSpec, build_task
-    from harness.prompting import PromptRenderer
-    from tasks.base import GenContext
+    from ctxbench.harness.backends.vllm_engine import VLLMBackend
+    from ctxbench.harness.core import datasets
+    from ctxbench.harness.core.config import TaskSpec, build_task
+    from ctxbench.harness.core.context import GenContext
+    from ctxbench.harness.core.prompting import PromptRenderer
 
     task = build_task(TaskSpec(task="ruler/niah_single_1"))
     samples = datasets.generate(task, length=1024, indices=range(4), seed=42,

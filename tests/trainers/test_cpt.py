@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainers.base import MANIFEST_NAME, TrainRun
-from trainers.cpt import CPTConfig, CPTTrainer
+from ctxbench.trainers.base import MANIFEST_NAME, TrainRun
+from ctxbench.trainers.cpt import CPTConfig, CPTTrainer
 
 REPO = Path(__file__).resolve().parents[2]
 SEQ = 128
@@ -20,8 +20,8 @@ SEQ = 128
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory) -> Path:
     """Standard packing of a small real corpus (the stdlib json package) through the data pipeline."""
-    from trainers.data.pipeline import SynthesisConfig, synthesize
-    from trainers.study import resolve_corpus
+    from ctxbench.trainers.data.corpus import resolve_corpus
+    from ctxbench.trainers.data.pipeline import SynthesisConfig, synthesize
 
     root = tmp_path_factory.mktemp("packed")
     corpus = resolve_corpus({"path": "stdlib:json"}, root)
@@ -59,8 +59,8 @@ def test_loss_falls_and_the_checkpoint_loads_and_scores(tmp_path, packed, data_d
     record = json.loads((result.run_dir / "record.json").read_text())
     assert record["kind"] == "train" and record["status"] == "complete" and record["model"] == str(ckpt.resolve())
 
-    from harness.config import Suite
-    from harness.runner import RunPlan, run
+    from ctxbench.harness.core.config import Suite
+    from ctxbench.harness.runner import RunPlan, run
 
     suite = Suite(name="tiny", lengths=[256], samples=1, tasks=[{"task": "niah/single", "args": {"depths": [50],
                                                                                              "tokens_to_generate": 8}}])
@@ -88,7 +88,7 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, packed, repo
 
     cfg_file = tmp_path / "cpt.yaml"
     cfg_file.write_text(yaml.safe_dump(raw))
-    res = subprocess.run([sys.executable, "-m", "harness.cli", "train", "cpt", "--config", str(cfg_file)], cwd=repo_root,
+    res = subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", "train", "cpt", "--config", str(cfg_file)], cwd=repo_root,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "resumed from step 3" in res.stdout
@@ -101,9 +101,9 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, packed, repo
 def test_bad_trainer_config_on_the_command_line(tmp_path, repo_root):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("base_model: smollm2-135m\ndata: {path: x}\nlearnig_rate: 0.1\n")
-    res = subprocess.run([sys.executable, "-m", "harness.cli", "train", "cpt", "--config", str(cfg)], cwd=repo_root,
+    res = subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", "train", "cpt", "--config", str(cfg)], cwd=repo_root,
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "learnig_rate" in res.stderr and "Traceback" not in res.stderr
-    res = subprocess.run([sys.executable, "-m", "harness.cli", "train", "cpx", "--config", str(cfg)], cwd=repo_root,
+    res = subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", "train", "cpx", "--config", str(cfg)], cwd=repo_root,
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "did you mean 'cpt'" in res.stderr

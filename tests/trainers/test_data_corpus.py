@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import ConfigError
-from trainers.data.corpus import CorpusConfig, load_corpus
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.trainers.data.corpus import CorpusConfig, load_corpus
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from harness.cli import app
-from harness.errors import ConfigError
-from trainers.data.diagnostics import inspect, split_docs, zipf_coefficient
-from trainers.data.pipeline import load_config
+from ctxbench.harness.cli import app
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.trainers.data.diagnostics import inspect, split_docs, zipf_coefficient
+from ctxbench.trainers.data.pipeline import load_config
 
 SRC = Path(sysconfig.get_paths()["stdlib"]) / "email"
 
@@ -43,7 +43,7 @@ def write_config(tmp_path: Path, name: str, method: str, args: dict, **extra) ->
 
 
 def test_cli_pack_and_inspect(tmp_path, smol_tokenizer, monkeypatch):
-    monkeypatch.setitem(__import__("trainers.data.pipeline").data.pipeline._TOKENIZERS, "smollm2-135m", smol_tokenizer)
+    monkeypatch.setitem(__import__("ctxbench.trainers.data.pipeline").trainers.data.pipeline._TOKENIZERS, "smollm2-135m", smol_tokenizer)
     runner = CliRunner()
     for name, method, args in [("std", "standard", {}), ("splice", "splice", {"retriever": "bm25"})]:
         res = runner.invoke(app, ["data", "pack", "--config", str(write_config(tmp_path, name, method, args))])

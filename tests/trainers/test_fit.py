@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leaderboard.fits import fit_curve, fit_frame, read_points_csv, write_fit_report
+from ctxbench.leaderboard.fits import fit_curve, fit_frame, read_points_csv, write_fit_report
 
 # Quest's data sizes (250M .. 4B tokens) plus the 8B point it predicts.
 QUEST_D = np.array([2.5e8, 5e8, 1e9, 2e9, 4e9])
@@ -103,7 +103,7 @@ def run_cli(*args, cwd):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 def test_fit_cli_from_csv_and_clear_errors(tmp_path, repo_root):

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainers.data.corpus import CorpusConfig, load_corpus
-from trainers.data.packing import Framer
-from trainers.data.pipeline import SynthesisConfig, synthesize
-from trainers.data.shards import read_manifest
+from ctxbench.trainers.data.corpus import CorpusConfig, load_corpus
+from ctxbench.trainers.data.packing import Framer
+from ctxbench.trainers.data.pipeline import SynthesisConfig, synthesize
+from ctxbench.trainers.data.shards import read_manifest
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 SEQ = 1024
@@ -114,7 +114,7 @@ def _jaccard(corpus, a, b):
 
 
 def test_bm25_neighbours_beat_random(corpus):
-    from trainers.data.retrievers import BM25Retriever
+    from ctxbench.trainers.data.retrievers import BM25Retriever
 
     r = BM25Retriever(corpus)
     rng = np.random.default_rng(0)
@@ -126,7 +126,7 @@ def test_bm25_neighbours_beat_random(corpus):
 
 def test_bm25_scores_equal_bm25s(tmp_path, smol_tokenizer):
     bm25s = pytest.importorskip("bm25s")
-    from trainers.data.retrievers import BM25Retriever
+    from ctxbench.trainers.data.retrievers import BM25Retriever
 
     f = tmp_path / "c.jsonl"
     words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
@@ -166,7 +166,7 @@ class TreeRetriever:
 
 @pytest.mark.parametrize("order", ["identity", "reverse", "shuffle"])
 def test_splice_tree_orders(order):
-    from trainers.data.splice import SplicePacker
+    from ctxbench.trainers.data.splice import SplicePacker
 
     framer = Framer(ToyCorpus(15, 10), seq_len=7 * 12, bos=1, eos=2)  # exactly 7 framed docs fit
     p = SplicePacker(framer, seed=3, retriever=TreeRetriever(), k=2, order=order)
@@ -184,7 +184,7 @@ def test_splice_tree_orders(order):
 
 
 def test_standard_carry_over_keeps_every_token(tmp_path, smol_tokenizer, stdlib_repo, cache, corpus):
-    from trainers.data.packing import epoch_order
+    from ctxbench.trainers.data.packing import epoch_order
 
     m, out = pack(tmp_path, smol_tokenizer, stdlib_repo, cache, "standard", budget=12 * SEQ)
     stream = np.concatenate([s for s, _, _ in sequences(out)])
@@ -205,7 +205,7 @@ def test_within_domain_sequences_stay_in_one_domain(tmp_path, smol_tokenizer, st
 
 
 def test_repo_retriever_walks_the_tree(tmp_path, smol_tokenizer):
-    from trainers.data.retrievers import RepoRetriever
+    from ctxbench.trainers.data.retrievers import RepoRetriever
 
     root = tmp_path / "r"
     for p in ["a/x1.py", "a/x2.py", "a/b/y1.py", "a/c/z1.py", "d/w1.py", "top.py"]:
@@ -252,7 +252,7 @@ def test_dense_minilm_methods(tmp_path, smol_tokenizer, stdlib_repo, cache, corp
 
 def test_faiss_ivf_table_agrees_with_exact(tmp_path):
     pytest.importorskip("faiss")
-    from trainers.data.retrievers import knn_table
+    from ctxbench.trainers.data.retrievers import knn_table
 
     class Where:  # knn_table caches under corpus.dir
         dir, view = tmp_path, 0
@@ -269,8 +269,8 @@ def test_faiss_ivf_table_agrees_with_exact(tmp_path):
 
 
 def test_iclm_over_bm25_neighbours(corpus):
-    from trainers.data.baselines import iclm_order, neighbour_table
-    from trainers.data.retrievers import BM25Retriever
+    from ctxbench.trainers.data.baselines import iclm_order, neighbour_table
+    from ctxbench.trainers.data.retrievers import BM25Retriever
 
     knn = neighbour_table(corpus, BM25Retriever(corpus), 9)
     assert (knn[:, :5] >= 0).mean() > 0.95 and not (knn == np.arange(len(corpus))[:, None]).any()

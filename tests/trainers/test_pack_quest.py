@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from trainers.data.packing import Framer
-from trainers.data.quest import QuestArgs, QuestIndex, QuestPacker
-from trainers.data.rake import fallback_query, keywords, rake
+from ctxbench.trainers.data.packing import Framer
+from ctxbench.trainers.data.quest import QuestArgs, QuestIndex, QuestPacker
+from ctxbench.trainers.data.rake import fallback_query, keywords, rake
 
 
 def test_rake_matches_the_original_example():
@@ -96,8 +96,8 @@ def test_quest_on_code_with_fallback_queries(tmp_path, smol_tokenizer):
     import sysconfig
     from pathlib import Path
 
-    from trainers.data.corpus import CorpusConfig
-    from trainers.data.pipeline import SynthesisConfig, synthesize
+    from ctxbench.trainers.data.corpus import CorpusConfig
+    from ctxbench.trainers.data.pipeline import SynthesisConfig, synthesize
 
     src = Path(sysconfig.get_paths()["stdlib"]) / "email"
     cfg = SynthesisConfig(corpus=CorpusConfig(path=str(src), max_doc_tokens=256), method="quest",
@@ -120,8 +120,8 @@ def test_doc2query_with_a_local_seq2seq_model(tmp_path, smol_tokenizer):
 
     from transformers import T5Config, T5ForConditionalGeneration
 
-    import trainers.data.quest as quest
-    from trainers.data.corpus import CorpusConfig, load_corpus
+    import ctxbench.trainers.data.quest as quest
+    from ctxbench.trainers.data.corpus import CorpusConfig, load_corpus
 
     model_dir = tmp_path / "t5"
     tok = smol_tokenizer

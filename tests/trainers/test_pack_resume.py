@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import ConfigError
-from trainers.data.corpus import CorpusConfig
-from trainers.data.pipeline import SynthesisConfig, synthesize
-from trainers.data.shards import iter_sequences, read_manifest
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.trainers.data.corpus import CorpusConfig
+from ctxbench.trainers.data.pipeline import SynthesisConfig, synthesize
+from ctxbench.trainers.data.shards import iter_sequences, read_manifest
 
 SRC = Path(sysconfig.get_paths()["stdlib"]) / "email"
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.errors import ConfigError
-from trainers.study import load_study, resolve_corpus, run_study
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.study import load_study, run_study
+from ctxbench.trainers.data.corpus import resolve_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 STUDIES = sorted((REPO / "configs" / "studies").glob("*.yaml"))

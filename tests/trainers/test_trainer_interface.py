@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError
-from trainers.base import TrainRun, apply_rope, load_config
-from trainers.cpt import CPTConfig, CPTTrainer
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.trainers.base import TrainRun, apply_rope, load_config
+from ctxbench.trainers.cpt import CPTConfig, CPTTrainer
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = {"base_model": {"config": {"hidden_size": 64, "num_hidden_layers": 2}}, "data": {"path": "packed"}}
 
 
 def test_registry_lists_cpt_and_trainer_modules_import_no_torch():
-    code = ("import sys; from harness import registry; assert 'cpt' in registry.names('trainer'); "
-            "import trainers.study, trainers.loop; bad = [m for m in ('torch', 'transformers') if m in sys.modules]; "
+    code = ("import sys; from ctxbench.harness.core import registry; assert 'cpt' in registry.names('trainer'); "
+            "import ctxbench.trainers.cpt, ctxbench.trainers.loop; bad = [m for m in ('torch', 'transformers') if m in sys.modules]; "
             "assert not bad, bad")
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
@@ -49,9 +49,9 @@ def test_bad_config_is_one_line(tmp_path, raw, where, hint):
 
 
 def test_every_config_field_has_help():
-    from trainers.base import RopeSpec, ScratchModel
-    from trainers.cpt import CPTData
-    from trainers.study import EvalSpec, MethodSpec, StudyConfig
+    from ctxbench.harness.study import EvalSpec, MethodSpec, StudyConfig
+    from ctxbench.trainers.base import RopeSpec, ScratchModel
+    from ctxbench.trainers.cpt import CPTData
 
     for cls in (CPTConfig, CPTData, RopeSpec, ScratchModel, StudyConfig, MethodSpec, EvalSpec):
         missing = [name for name, f in cls.model_fields.items() if not f.description]
@@ -61,7 +61,7 @@ def test_every_config_field_has_help():
 def test_rope_theta_and_scaling_go_into_rope_parameters():
     from transformers import LlamaConfig
 
-    from trainers.base import RopeSpec
+    from ctxbench.trainers.base import RopeSpec
 
     mc = LlamaConfig(hidden_size=64, num_hidden_layers=2, max_position_embeddings=2048)
     apply_rope(mc, RopeSpec(theta=1e6, type="yarn", factor=4.0), seq_len=8192)
@@ -74,7 +74,7 @@ def test_rope_theta_and_scaling_go_into_rope_parameters():
 
 
 def test_deepspeed_presets_reach_training_arguments():
-    from trainers.base import DataBundle
+    from ctxbench.trainers.base import DataBundle
 
     for preset in ("zero3", "zero3_offload"):
         cfg = CPTConfig(**{**TINY, "deepspeed": preset, "gradient_checkpointing": True, "max_steps": 10})

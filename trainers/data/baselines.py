@@ -18,8 +18,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from trainers.data.methods import register_method
-from trainers.data.packing import DocStream, Packer, StreamPacker, epoch_order
+from ctxbench.trainers.data.methods import register_method
+from ctxbench.trainers.data.packing import DocStream, Packer, StreamPacker, epoch_order
 
 
 class RetrievalArgs(BaseModel):
@@ -43,7 +43,7 @@ class IclmArgs(RetrievalArgs):
 
 
 def _retriever(corpus, args: RetrievalArgs):
-    from trainers.data.retrievers import make_retriever
+    from ctxbench.trainers.data.retrievers import make_retriever
 
     return make_retriever(args.retriever, corpus, query_terms=args.query_terms, query_max_df=args.query_max_df,
                           embedder=args.embedder, embed_tokens=args.embed_tokens)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.data.shards import read_manifest
+from ctxbench.trainers.data.shards import read_manifest
 
 
 def zipf_coefficient(seq: np.ndarray) -> float:
@@ -68,8 +68,8 @@ def _minilm_sims(groups: list[list[np.ndarray]], tokenizer_spec: str) -> list[fl
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
 
-    from harness.models import load_tokenizer
-    from trainers.data.retrievers import minilm_path
+    from ctxbench.harness.core.models import load_tokenizer
+    from ctxbench.trainers.data.retrievers import minilm_path
 
     tok = load_tokenizer(tokenizer_spec)
     model = SentenceTransformer(minilm_path(), device="cpu")
@@ -94,7 +94,7 @@ def inspect(out_dir: str | Path, *, sample: int = 256, seed: int = 0, embed: str
     out = Path(out_dir)
     m = read_manifest(out)
     if m is None:
-        from harness.errors import ConfigError
+        from ctxbench.harness.core.errors import ConfigError
 
         raise ConfigError(f"SHARDS: {out} has no manifest.json; run `ctxbench data pack` first")
     seps = {v for v in m.stats.get("separators", {}).values() if v is not None}

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from trainers.data.methods import register_method
+from ctxbench.harness.core.io import atomic_write
+from ctxbench.trainers.data.methods import register_method
 
 
 class Framer:
@@ -260,9 +261,7 @@ def save_state(path: Path, st: dict[str, Any]) -> None:
         return x
 
     doc = strip(st, "s")
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, __json__=np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8), **arrays)
-    tmp.replace(path)
+    atomic_write(path, lambda f: np.savez(f, __json__=np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8), **arrays))
 
 
 def load_state(path: Path) -> dict[str, Any]:

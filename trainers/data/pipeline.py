@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.errors import ConfigError
-from trainers.data.corpus import CorpusConfig, load_corpus
-from trainers.data.methods import get_method, parse_args
-from trainers.data.packing import Framer, Mixer, StreamPacker, load_state, save_state
-from trainers.data.shards import Manifest, ShardWriter, config_hash, read_manifest
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.io import atomic_write
+from ctxbench.trainers.data.corpus import CorpusConfig, load_corpus
+from ctxbench.trainers.data.methods import get_method, parse_args
+from ctxbench.trainers.data.packing import Framer, Mixer, StreamPacker, load_state, save_state
+from ctxbench.trainers.data.shards import Manifest, ShardWriter, config_hash, read_manifest
 
 SHARD_TOKENS = 16 * 1024 * 1024
 _TOKENIZERS: dict[str, Any] = {}
@@ -48,7 +49,7 @@ class SynthesisConfig(BaseModel):
 
 def load_config(path: str | Path, **overrides: Any) -> SynthesisConfig:
     """Read a YAML synthesis config; validation errors become one-line ConfigErrors naming the key."""
-    from harness.config import one_line, read_yaml_mapping
+    from ctxbench.harness.core.config import one_line, read_yaml_mapping
 
     p = Path(path)
     raw = read_yaml_mapping(p, field="--config", expect="config keys (corpus, method, seq_len, ...)")
@@ -63,7 +64,7 @@ def load_config(path: str | Path, **overrides: Any) -> SynthesisConfig:
 
 def _tokenizer(spec: str):
     if spec not in _TOKENIZERS:
-        from harness.models import load_tokenizer
+        from ctxbench.harness.core.models import load_tokenizer
 
         _TOKENIZERS[spec] = load_tokenizer(spec)
     return _TOKENIZERS[spec]
@@ -168,10 +169,9 @@ def synthesize(config: SynthesisConfig, *, progress: Callable[[int, int], None] 
         own = (src == 0) | (mix is corpus)
         dom[own] = corpus.domains[ids[own]]
         dom[~own] = mix.domains[ids[~own]] + mix_offset
-        tmp = out / f"shard-{n:05d}.docs.tmp.npz"
-        np.savez(tmp, offsets=np.concatenate([[0], np.cumsum(lens)]), doc_ids=ids.astype(np.int32), domains=dom,
-                 source=np.array(sources, dtype=np.int8))
-        tmp.replace(out / f"shard-{n:05d}.docs.npz")
+        atomic_write(out / f"shard-{n:05d}.docs.npz", lambda f: np.savez(
+            f, offsets=np.concatenate([[0], np.cumsum(lens)]), doc_ids=ids.astype(np.int32), domains=dom,
+            source=np.array(sources, dtype=np.int8)))
         save_state(out / f"state-{n + 1:05d}.npz", packer.state())
         now = time.perf_counter()
         timing["pack_seconds"] = round(timing["pack_seconds"] + now - t_last, 3)

@@ -21,9 +21,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from trainers.data.methods import register_method
-from trainers.data.packing import Packer, epoch_order
-from trainers.data.rake import STOP_KEYWORDS, fallback_query, keywords
+from ctxbench.harness.core.io import atomic_write
+from ctxbench.trainers.data.methods import register_method
+from ctxbench.trainers.data.packing import Packer, epoch_order
+from ctxbench.trainers.data.rake import STOP_KEYWORDS, fallback_query, keywords
 
 
 class QuestArgs(BaseModel):
@@ -55,7 +56,7 @@ def _queries(texts: list[str], args: QuestArgs, model=None) -> list[str]:
 def _load_query_model(path: str):
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from harness.errors import ConfigError
+    from ctxbench.harness.core.errors import ConfigError
 
     try:
         tok = AutoTokenizer.from_pretrained(path)
@@ -69,7 +70,7 @@ def _load_query_model(path: str):
 
 def document_keywords(corpus, args: QuestArgs, progress=None) -> list[list[str]]:
     """Candidate keywords per document (before the random pick), cached per corpus view and query settings."""
-    from trainers.data.retrievers import derived_dir
+    from ctxbench.trainers.data.retrievers import derived_dir
 
     settings = args.model_dump(include={"min_keyword_score", "min_keyword_chars", "stop_keywords", "query_model",
                                         "segment_tokens", "max_segments", "query_phrases"})
@@ -99,9 +100,7 @@ def document_keywords(corpus, args: QuestArgs, progress=None) -> list[list[str]]
         out.extend(kws[d] for d in ids)
         if progress:
             progress(lo + len(ids), len(corpus))
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(k) + "\n" for k in out))
-    tmp.replace(path)
+    atomic_write(path, "".join(json.dumps(k) + "\n" for k in out))
     return out
 
 
@@ -132,7 +131,7 @@ class QuestPacker(Packer):
     def __init__(self, framer, seed: int, index: QuestIndex, oversample):
         super().__init__(framer, seed)
         if not index.members:
-            from harness.errors import ConfigError
+            from ctxbench.harness.core.errors import ConfigError
 
             raise ConfigError("method_args: quest found no keyword in any document; lower min_keyword_score or "
                               "check the corpus text")
@@ -222,14 +221,14 @@ class QuestPacker(Packer):
 def build_quest(*, framer, args: QuestArgs, seed: int, progress=None, **_):
     """Quest: documents grouped by a keyword of their predicted query; short indexes oversampled."""
     if isinstance(args.oversample, float) and args.oversample < 1:
-        from harness.errors import ConfigError
+        from ctxbench.harness.core.errors import ConfigError
 
         raise ConfigError("method_args.oversample: must be 'balance' or a number >= 1")
     cands = document_keywords(framer.corpus, args, progress)
     framed = framer.corpus.lengths + framer.nsep
     index = QuestIndex(cands, framed, args.split_ratio, seed)
     if index.tokens.sum() < 2 * framer.seq_len:
-        from harness.errors import ConfigError
+        from ctxbench.harness.core.errors import ConfigError
 
         raise ConfigError(f"seq_len: quest's keyword-indexed documents hold {int(index.tokens.sum())} tokens, too few "
                           f"for sequences of {framer.seq_len}; use a larger corpus or a smaller seq_len")

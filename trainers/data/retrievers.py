@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import ConfigError
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.io import atomic_write
 
 CHUNK_TOKENS = 8_000_000
 
@@ -32,10 +33,8 @@ def derived_dir(corpus) -> Path:
     return path
 
 
-def _atomic_save(path: Path, arr: np.ndarray) -> None:
-    tmp = path.with_name(path.name + ".tmp.npy")
-    np.save(tmp, arr)
-    os.replace(tmp, path)
+def _save(path: Path, arr: np.ndarray) -> None:
+    atomic_write(path, lambda f: np.save(f, arr))
 
 
 def build_bm25(corpus, k1: float = 1.5, b: float = 0.75) -> dict[str, np.ndarray]:
@@ -62,13 +61,13 @@ def build_bm25(corpus, k1: float = 1.5, b: float = 0.75) -> dict[str, np.ndarray
         w = (idf[term] * tfc).astype(np.float32)
         # doc-major copy (pairs are already sorted by doc, then term): a document's own term weights
         doc_ptr = np.searchsorted(doc, np.arange(n + 1)).astype(np.int64)
-        _atomic_save(out / "doc_terms_ptr.npy", doc_ptr)
-        _atomic_save(out / "doc_terms.npy", term)
-        _atomic_save(out / "doc_weights.npy", w)
+        _save(out / "doc_terms_ptr.npy", doc_ptr)
+        _save(out / "doc_terms.npy", term)
+        _save(out / "doc_weights.npy", w)
         order = np.argsort(term, kind="stable")
-        _atomic_save(out / "indptr.npy", np.searchsorted(term[order], np.arange(vocab + 1)).astype(np.int64))
-        _atomic_save(out / "indices.npy", doc[order])
-        _atomic_save(out / "data.npy", w[order])
+        _save(out / "indptr.npy", np.searchsorted(term[order], np.arange(vocab + 1)).astype(np.int64))
+        _save(out / "indices.npy", doc[order])
+        _save(out / "data.npy", w[order])
     return {nm: np.load(out / f"{nm}.npy", mmap_mode="r") for nm in names}
 
 
@@ -192,7 +191,7 @@ def embed(corpus, embedder: str = "minilm", max_tokens: int = 256, batch: int = 
                 progress(lo + len(ids), n)
     else:
         raise ConfigError(f"method_args.embedder: unknown embedder {embedder!r}; use minilm or hash")
-    _atomic_save(path, out)
+    _save(path, out)
     return np.load(path, mmap_mode="r")
 
 
@@ -244,7 +243,7 @@ def knn_table(corpus, emb: np.ndarray, m: int, tag: str, exact_below: int = 50_0
         for r, row in enumerate(idx):
             row = row[(row != lo + r) & (row >= 0)][:m]
             out[lo + r, :len(row)] = row
-    _atomic_save(path, out)
+    _save(path, out)
     return np.load(path, mmap_mode="r")
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ctxbench.harness.core.io import atomic_write
 
 MANIFEST = "manifest.json"
 
@@ -49,10 +50,7 @@ def read_manifest(out_dir: Path) -> Manifest | None:
 
 
 def write_manifest(out_dir: Path, manifest: Manifest) -> None:
-    path = Path(out_dir) / MANIFEST
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(manifest), indent=2))
-    os.replace(tmp, path)
+    atomic_write(Path(out_dir) / MANIFEST, json.dumps(asdict(manifest), indent=2))
 
 
 class ShardWriter:
@@ -76,10 +74,8 @@ class ShardWriter:
         """Write buffered sequences as one shard, then list it in the manifest (atomically)."""
         if self.buffer:
             name = f"shard-{len(self.manifest.shards):05d}.npy"
-            tmp = self.dir / (name + ".tmp")
-            with open(tmp, "wb") as f:
-                np.save(f, np.stack(self.buffer))
-            os.replace(tmp, self.dir / name)
+            arr = np.stack(self.buffer)
+            atomic_write(self.dir / name, lambda f: np.save(f, arr))
             self.manifest.shards.append(name)
             self.manifest.num_sequences += len(self.buffer)
             self.manifest.tokens += len(self.buffer) * self.manifest.seq_len

@@ -17,8 +17,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from trainers.data.methods import register_method
-from trainers.data.packing import Packer, epoch_order
+from ctxbench.trainers.data.methods import register_method
+from ctxbench.trainers.data.packing import Packer, epoch_order
 
 
 class RootPool:
@@ -163,7 +163,7 @@ class SpliceArgs(BaseModel):
 @register_method("splice", SpliceArgs)
 def build_splice(*, framer, args: SpliceArgs, seed: int, **_):
     """SPLICE: BFS trees of retrieved related documents, flattened in identity/reverse/shuffle order."""
-    from trainers.data.retrievers import make_retriever
+    from ctxbench.trainers.data.retrievers import make_retriever
 
     r = make_retriever(args.retriever, framer.corpus, k1=args.bm25_k1, b=args.bm25_b, query_terms=args.query_terms,
                        query_max_df=args.query_max_df, embedder=args.embedder, embed_tokens=args.embed_tokens)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 
 import pandas as pd
 
-from harness.errors import ConfigError
-from harness.store import RunStore, list_runs
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.io import atomic_write
+from ctxbench.harness.core.store import list_runs
 
 REPORTED_DIR = "_reported"
 
@@ -54,7 +54,7 @@ def _depth(row: dict) -> float:
 
 
 def reported_frame(root: Path) -> pd.DataFrame:
-    from leaderboard import import_reported_csv
+    from ctxbench.leaderboard import import_reported_csv
 
     files = sorted((Path(root) / REPORTED_DIR).glob("*.csv"))
     return pd.concat([import_reported_csv(f) for f in files], ignore_index=True) if files else pd.DataFrame()
@@ -62,7 +62,7 @@ def reported_frame(root: Path) -> pd.DataFrame:
 
 def import_reported(root: Path, csv: Path) -> int:
     """Validate a published-results CSV, then keep a copy in the store so every board includes it."""
-    from leaderboard import import_reported_csv
+    from ctxbench.leaderboard import import_reported_csv
 
     if not csv.exists():
         raise ConfigError(f"board import: {csv} does not exist")
@@ -70,11 +70,7 @@ def import_reported(root: Path, csv: Path) -> int:
         rows = import_reported_csv(csv)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    dest = Path(root) / REPORTED_DIR
-    dest.mkdir(parents=True, exist_ok=True)
-    tmp = dest / (csv.name + ".tmp")
-    shutil.copyfile(csv, tmp)
-    tmp.replace(dest / csv.name)
+    atomic_write(Path(root) / REPORTED_DIR / csv.name, csv.read_bytes())
     return len(rows)
 
 

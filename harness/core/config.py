@@ -8,10 +8,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from harness import registry
-from harness.errors import ConfigError
+from ctxbench.harness.core import registry
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.lengths import parse_length
 
-CONFIG_ROOT = Path(__file__).resolve().parent.parent / "configs"
+# configs/ beside the packages: the checkout (editable install) or site-packages/ctxbench/configs (wheel)
+CONFIG_ROOT = Path(__file__).resolve().parents[2] / "configs"
 
 
 class TaskSpec(BaseModel):
@@ -56,7 +58,12 @@ class Suite(BaseModel):
     @field_validator("lengths", mode="before")
     @classmethod
     def _range(cls, v):
-        """A list, or {start, stop, num, spacing: linear|geometric}."""
+        """A list (4096 or "4K"), or {start, stop, num, spacing: linear|geometric}."""
+        if isinstance(v, list):
+            try:
+                return [parse_length(x) if isinstance(x, str) else x for x in v]
+            except ValueError as e:
+                raise ValueError(f"{e}; write lengths as 4096 or 4K") from None
         if not isinstance(v, dict):
             return v
         unknown = set(v) - {"start", "stop", "num", "spacing"}
@@ -74,8 +81,8 @@ class Suite(BaseModel):
     @classmethod
     def _positive(cls, v):
         for x in v:
-            if x < 64:
-                raise ValueError(f"each length must be at least 64 tokens, got {x}")
+            if 0 < x < 64 or x < 0:
+                raise ValueError(f"each length must be at least 64 tokens (or 0: short-context lm-eval tasks), got {x}")
         return sorted(set(v))
 
     @field_validator("verify")
@@ -131,6 +138,16 @@ def suite_path(name_or_path: str) -> Path:
         known = sorted(x.stem for x in (CONFIG_ROOT / "suites").glob("*.yaml"))
         raise ConfigError(f"suite: no suite named {name_or_path!r}; known: {', '.join(known)}, or pass a .yaml path")
     return p
+
+
+def shipped_suites() -> dict[str, str]:
+    """Name -> one-line description of every suite shipped under configs/suites/."""
+    out = {}
+    for path in sorted((CONFIG_ROOT / "suites").glob("*.yaml")):
+        raw = yaml.safe_load(path.read_text()) or {}
+        desc = str(raw.get("description") or "").strip().split("\n")[0]
+        out[path.stem] = desc or f"{len(raw.get('tasks', []))} tasks at {raw.get('lengths')}"
+    return out
 
 
 def load_suite(name_or_path: str, **overrides: Any) -> Suite:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.errors import ConfigError
+from ctxbench.harness.core.errors import ConfigError
 
 # Plain templates for base models ({task} is the task text). add_special_tokens lets the tokenizer add BOS.
 PLAIN_TEMPLATES: dict[str, str] = {
@@ -27,6 +27,13 @@ class Rendered:
     add_special_tokens: bool
     user: str = ""  # the task text, for backends that send chat messages instead of raw text
     prefix: str = ""  # the answer prefix: the start of the assistant turn
+
+    @property
+    def user_span(self) -> tuple[int, int] | None:
+        """Where the task text sits in `text` (the template inserts it verbatim), or None if a template rewrote it."""
+        end = len(self.text) - len(self.prefix)
+        start = self.text.rfind(self.user, 0, end)
+        return (start, start + len(self.user)) if start >= 0 and self.user else None
 
 
 class PromptRenderer:

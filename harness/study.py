@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import shutil
-import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,12 +19,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness.config import one_line
-from harness.errors import ConfigError
-from trainers.base import RUN_MARK, ScratchModel, TrainerConfig, validate
+from ctxbench.harness.core.config import one_line
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.io import atomic_write_json
+from ctxbench.trainers.base import RUN_MARK, ScratchModel, TrainerConfig, validate
+from ctxbench.trainers.data.corpus import resolve_corpus
 
-STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idlelib", "tkinter", "turtledemo", "lib2to3", "ensurepip",
-               "pydoc_data", "__pycache__", "venv", "__phello__"}
 RESERVED = {"base_model", "data", "store", "output_dir", "label"}  # set by the study, not by `training`
 
 
@@ -118,7 +117,7 @@ class StudyResult:
 
 def load_study(path: Path) -> StudyConfig:
     """Read and fully validate a study: the config, each method's trainer config and the suite."""
-    from harness.config import read_yaml_mapping
+    from ctxbench.harness.core.config import read_yaml_mapping
 
     path = Path(path)
     raw = read_yaml_mapping(path, field="study", expect="keys name, corpus, methods, base_model, eval, ...")
@@ -126,7 +125,7 @@ def load_study(path: Path) -> StudyConfig:
         study = StudyConfig(**raw)
     except ValidationError as e:
         raise ConfigError(one_line(e, path.name)) from None
-    from trainers.data.methods import parse_args
+    from ctxbench.trainers.data.methods import parse_args
 
     for m in study.methods:
         try:
@@ -139,7 +138,7 @@ def load_study(path: Path) -> StudyConfig:
 
 
 def trainer_class(study: StudyConfig):
-    from harness import registry
+    from ctxbench.harness.core import registry
 
     return registry.get("trainer", study.trainer, field="trainer")
 
@@ -153,7 +152,7 @@ def trainer_config(study: StudyConfig, m: MethodSpec, *, where: str = "study") -
 
 
 def load_eval_suite(spec: EvalSpec, *, where: str):
-    from harness.config import Suite, build_task, load_suite
+    from ctxbench.harness.core.config import Suite, build_task, load_suite
 
     if isinstance(spec.suite, str):
         return load_suite(spec.suite)
@@ -164,41 +163,6 @@ def load_eval_suite(spec: EvalSpec, *, where: str):
     for i, t in enumerate(suite.tasks):
         build_task(t, where=f"{where}: eval.suite.tasks.{i}")
     return suite
-
-
-def resolve_corpus(corpus: dict[str, Any], root: Path) -> dict[str, Any]:
-    """Expand 'stdlib:[pkg,...]' into a copy of those standard-library .py files (the stdlib dir also holds
-    site-packages, so it is never read in place); any other path is used as given."""
-    path = str(corpus.get("path", ""))
-    if not path.startswith("stdlib:"):
-        return corpus
-    src = Path(sysconfig.get_paths()["stdlib"])
-    wanted = [p.strip() for p in path.removeprefix("stdlib:").split(",") if p.strip()]
-    tag = hashlib.sha256(f"{src}:{','.join(wanted)}".encode()).hexdigest()[:8]
-    dest = root / "corpus" / f"stdlib-{tag}"
-    if not (dest / ".complete").exists():
-        tmp = dest.with_name(dest.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tops = [src / w for w in wanted] if wanted else sorted(src.iterdir())
-        missing = [t.name for t in tops if wanted and not t.exists()]
-        if missing:
-            raise ConfigError(f"corpus.path: no standard-library package {missing[0]!r} in {src}")
-        for top in tops:
-            if top.name in STDLIB_SKIP or top.name.startswith(("config-", ".")):
-                continue
-            files = [top] if top.is_file() else sorted(top.rglob("*.py"))
-            for f in files:
-                rel = f.relative_to(src)
-                if f.suffix != ".py" or any(part in STDLIB_SKIP for part in rel.parts):
-                    continue
-                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(f, tmp / rel)
-        if not tmp.exists():
-            raise ConfigError(f"corpus.path: {path!r} selects no .py files in {src}")
-        shutil.rmtree(dest, ignore_errors=True)
-        os.replace(tmp, dest)
-        (dest / ".complete").write_text(str(src))
-    return {**corpus, "path": str(dest.resolve()), "format": corpus.get("format", "repo")}
 
 
 class _State:
@@ -213,10 +177,7 @@ class _State:
 
     def mark(self, step: str, key: str) -> None:
         self.data[step] = key
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, sort_keys=True))
-        os.replace(tmp, self.path)
+        atomic_write_json(self.path, self.data)
 
 
 def _key(obj: Any) -> str:
@@ -253,8 +214,8 @@ def run_study(study: StudyConfig, *, console: Any = None, data_dir: Path | None 
 
 
 def _pack_and_train(study: StudyConfig, m: MethodSpec, corpus: dict[str, Any], state: _State, console):
-    from trainers.data.pipeline import SynthesisConfig, synthesize
-    from trainers.data.shards import read_manifest
+    from ctxbench.trainers.data.pipeline import SynthesisConfig, synthesize
+    from ctxbench.trainers.data.shards import read_manifest
 
     root, tag = study.root(), f"[{m.label}]"
     syn = {"corpus": corpus, "method": m.method, "method_args": m.method_args, "seq_len": study.seq_len,
@@ -282,7 +243,7 @@ def _pack_and_train(study: StudyConfig, m: MethodSpec, corpus: dict[str, Any], s
 
 
 def _score(study: StudyConfig, m: MethodSpec, trained, suite, state: _State, console, data_dir) -> MethodResult:
-    from harness.runner import RunPlan, run
+    from ctxbench.harness.runner import RunPlan, run
 
     root = study.root()
     manifest = json.loads((trained.checkpoint / "ctxbench_manifest.json").read_text())
@@ -299,10 +260,10 @@ def _score(study: StudyConfig, m: MethodSpec, trained, suite, state: _State, con
 
 
 def _report(study: StudyConfig, results: list[MethodResult], root: Path):
-    from harness.board import examples, runs_frame
-    from leaderboard import build_report
-    from leaderboard.render import Section, Table, render_markdown
-    from leaderboard.report import write_atomic
+    from ctxbench.harness.core.io import atomic_write
+    from ctxbench.leaderboard import build_report
+    from ctxbench.leaderboard.render import Section, Table, render_markdown
+    from ctxbench.leaderboard.store_frame import examples, runs_frame
 
     df = runs_frame(root / "runs", [r.score_run for r in results])
     comparisons = [(r.name, study.baseline) for r in results if r.name != study.baseline]
@@ -325,8 +286,8 @@ def _report(study: StudyConfig, results: list[MethodResult], root: Path):
              "paired-bootstrap mean difference over matched samples. Validation losses are on each method's own held-out "
              "packed sequences, so they compare packings only loosely. Full report: report/leaderboard.md, report/index.html.")
     summary = root / "study.md"
-    write_atomic(summary, render_markdown(f"Study: {study.name}", [Section("Methods", tables=(table,))], preamble=notes))
-    write_atomic(root / "study.json", json.dumps({"study": study.model_dump(mode="json"), "methods": [
+    atomic_write(summary, render_markdown(f"Study: {study.name}", [Section("Methods", tables=(table,))], preamble=notes))
+    atomic_write(root / "study.json", json.dumps({"study": study.model_dump(mode="json"), "methods": [
         {"name": r.name, "checkpoint": str(r.checkpoint), "score_run": r.score_run, "train_tokens": r.train_tokens,
          "train_loss": r.train_loss, "eval_loss": r.eval_loss,
          "lengths": [x for x in res["lengths"] if x["model"] == r.name], "vs_baseline": deltas.get(r.name)}

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import ConfigError
+from ctxbench.harness.core.errors import ConfigError
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from harness.registry import register
+from ctxbench.harness.core.registry import register
 
 _CONTROL = re.compile(r"[\x00-\x1f]")
 

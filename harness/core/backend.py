@@ -1,0 +1,50 @@
+"""The backend contract, and the truncation policy every backend shares.
+
+A backend declares what it can do in `capabilities`; callers check the declaration, never probe methods:
+- "generate": `generate(requests) -> predictions` (every backend);
+- "loglikelihood": `loglikelihood(pairs)` and `loglikelihood_rolling(texts)`, as lm-eval's LM needs;
+- "chat": it sends the user text as a chat message (Request.user_text, answer_prefix) rather than the raw prompt;
+- "prompt_logprobs": `token_logprobs(...)` per prompt token (perplexity).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ctxbench.harness.core.errors import ConfigError, PromptTooLongError
+from ctxbench.harness.core.types import Prediction, Request
+
+
+GENERATE, LOGLIKELIHOOD, CHAT, PROMPT_LOGPROBS = "generate", "loglikelihood", "chat", "prompt_logprobs"
+
+
+class Backend(Protocol):
+    name: str
+    tokenizer: Any
+    context_length: int
+    batch_size: int  # requests per generate() call the runner sends (the backend may split them further)
+    capabilities: frozenset[str]
+
+    def info(self) -> dict[str, Any]: ...
+
+    def generate(self, requests: list[Request]) -> list[Prediction]: ...
+
+
+def require(backend: Any, capability: str, *, why: str) -> None:
+    """One line naming the backend and what it lacks, before any work."""
+    if capability not in getattr(backend, "capabilities", frozenset({GENERATE})):
+        raise ConfigError(f"backend {getattr(backend, 'name', '?')!r}: no {capability.replace('_', ' ')} support, which {why} needs")
+
+
+def apply_truncation(ids: list[int], *, max_new_tokens: int, context_length: int, policy: str, sample_id: str) -> tuple[list[int], int]:
+    """Fit prompt ids into the context. Never silent: refuse, or cut the middle and report how much."""
+    limit = context_length - max_new_tokens
+    if len(ids) <= limit:
+        return ids, 0
+    if policy != "middle":
+        raise PromptTooLongError(
+            f"{sample_id}: prompt has {len(ids)} tokens + {max_new_tokens} to generate > context {context_length}; "
+            "use shorter lengths or --truncation middle"
+        )
+    head = limit // 2
+    return ids[:head] + ids[len(ids) - (limit - head):], len(ids) - limit

@@ -1,0 +1,48 @@
+"""What a record needs to say where a number came from: package versions and the ctxbench commit."""
+
+from __future__ import annotations
+
+import functools
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+DISTRIBUTIONS = ("ctxbench", "torch", "transformers", "tokenizers", "wonderwords", "vllm", "numpy", "httpx", "lm_eval",
+                 "trl", "peft", "datasets")
+
+
+def version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def versions() -> dict[str, str]:
+    """Python and the installed versions of the packages that can change a result."""
+    out = {"python": platform.python_version()}
+    for dist in DISTRIBUTIONS:
+        v = version(dist)
+        if v:
+            out[dist] = v
+    commit = git_commit()
+    if commit:
+        out["ctxbench_commit"] = commit
+    return out
+
+
+@functools.cache
+def git_commit() -> str | None:
+    """The commit of a ctxbench checkout (editable install), with '+dirty' for local changes; None for a wheel."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{sha}+dirty" if sha and dirty else (sha or None)

@@ -1,0 +1,118 @@
+"""One decorator registry for tasks, backends, metrics, trainers and packing methods.
+
+Factories are registered by name and built on demand, so heavy imports (torch, vllm) happen inside
+factories, only when that entry is used. Configs name registry entries, never import paths.
+
+Entries come from ctxbench's own provider packages (every module below them is imported once, on the
+first lookup of that kind) and from third-party plugins: any installed distribution may declare
+
+    [project.entry-points."ctxbench.plugins"]
+    my_plugin = "my_package.ctxbench_plugin"
+
+and that module is imported on the first lookup of any kind; its `@register(...)` decorators add its entries.
+A plugin that fails to import is reported once as a warning and skipped, so one broken plugin never
+breaks ctxbench.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import pkgutil
+import warnings
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any
+
+from ctxbench.harness.core.errors import ConfigError
+
+KINDS = ("task", "backend", "metric", "trainer", "packing")
+PLUGIN_GROUP = "ctxbench.plugins"
+_REGISTRY: dict[str, dict[str, Callable[..., Any]]] = {k: {} for k in KINDS}
+_NOUN = {"packing": "packing method"}  # how errors name an entry of each kind
+
+# Packages whose modules register entries on import; every module below them is imported (once).
+# Cheap by contract: a module never imports torch, vllm or other heavy stacks at module level.
+# Named by string: the core discovers them at run time and never imports them statically.
+_PROVIDERS = {
+    "task": ["ctxbench.tasks"],
+    "backend": ["ctxbench.harness.backends"],
+    "metric": ["ctxbench.harness.core.metrics", "ctxbench.tasks"],
+    "trainer": ["ctxbench.trainers"],
+    "packing": ["ctxbench.trainers.data"],
+}
+_LOADED: set[str] = set()
+_PLUGINS: dict[str, str] = {}  # entry-point name -> module, of the plugins that loaded
+
+
+def register(kind: str, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    if kind not in _REGISTRY:
+        raise ValueError(f"unknown registry kind {kind!r}; kinds: {', '.join(KINDS)}")
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if name in _REGISTRY[kind] and _REGISTRY[kind][name] is not fn:
+            raise ValueError(f"{kind} {name!r} is registered twice")
+        _REGISTRY[kind][name] = fn
+        return fn
+
+    return deco
+
+
+def _import_tree(name: str) -> None:
+    if name in _LOADED:
+        return
+    _LOADED.add(name)
+    mod = importlib.import_module(name)
+    if hasattr(mod, "__path__"):  # a package: import every module below it
+        for info in pkgutil.walk_packages(mod.__path__, prefix=name + "."):
+            if not info.name.rsplit(".", 1)[-1].startswith("_"):
+                importlib.import_module(info.name)
+
+
+def _load_plugins() -> None:
+    if "plugins" in _LOADED:
+        return
+    _LOADED.add("plugins")
+    for ep in metadata.entry_points(group=PLUGIN_GROUP):
+        try:
+            ep.load()
+        except Exception as e:  # noqa: BLE001 - a broken plugin is reported, not fatal
+            warnings.warn(f"ctxbench plugin {ep.name!r} ({ep.value}) failed to load: {e.__class__.__name__}: {e}", stacklevel=2)
+            continue
+        _PLUGINS[ep.name] = ep.value
+
+
+def _load(kind: str) -> None:
+    for name in _PROVIDERS[kind]:
+        _import_tree(name)
+    _load_plugins()
+
+
+def plugins() -> dict[str, str]:
+    """The plugins that loaded: entry-point name -> module."""
+    _load_plugins()
+    return dict(_PLUGINS)
+
+
+def names(kind: str) -> list[str]:
+    _load(kind)
+    return sorted(_REGISTRY[kind])
+
+
+def entries(kind: str) -> dict[str, Callable[..., Any]]:
+    _load(kind)
+    return dict(sorted(_REGISTRY[kind].items()))
+
+
+def get(kind: str, name: str, *, field: str | None = None) -> Callable[..., Any]:
+    _load(kind)
+    if name not in _REGISTRY[kind] and ":" in name and name.split(":", 1)[0] in _REGISTRY[kind]:
+        base, rest = name.split(":", 1)  # e.g. lmeval:<model_type> for types without their own entry
+        return functools.partial(_REGISTRY[kind][base], model_type=rest)
+    try:
+        return _REGISTRY[kind][name]
+    except KeyError:
+        close = difflib.get_close_matches(name, _REGISTRY[kind], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(_REGISTRY[kind]))}"
+        raise ConfigError(f"{field or kind}: unknown {_NOUN.get(kind, kind)} {name!r}{hint}") from None

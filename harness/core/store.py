@@ -1,0 +1,148 @@
+"""The results store: one directory per run, a record, and append-only samples files.
+
+Each result is one JSON line written with a single write() on an O_APPEND descriptor and fsynced.
+A process killed mid-write can leave at most one torn last line; opening the store cuts it off, so
+a rerun resumes without duplicates and without corrupt lines.
+
+One run holds one model, one tokenizer and one writer per part: a lock (with the holder written beside it)
+refuses a second writer, and a record whose model or tokenizer fingerprint differs from the rows already
+stored refuses to resume. The record's identity is written once; each invocation adds a session entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.io import ReadStats, append_jsonl, atomic_write_json, cut_torn_tail, read_jsonl
+from ctxbench.harness.core.types import SCHEMA_VERSION, RunRecord
+
+# Record fields that identify what produced the rows; a resume must match them (sessions, plan may grow).
+IDENTITY = ("model", "backend", "tokenizer_fingerprint", "model_fingerprint", "seed", "suite_config")
+
+
+class RunStore:
+    """A run directory. With `part` (e.g. "shard-0-of-4"), this process appends to its own samples
+    file, so shards of one suite run in parallel without sharing a writer; reads merge all parts."""
+
+    def __init__(self, root: Path, run_id: str, part: str | None = None):
+        self.dir = Path(root) / run_id
+        self.record_path = self.dir / "record.json"
+        self.part = part
+        self.samples_path = self.dir / (f"samples.{part}.jsonl" if part else "samples.jsonl")
+        self.read_stats = ReadStats()
+
+    def parts(self) -> list[Path]:
+        return sorted(self.dir.glob("samples*.jsonl"))
+
+    def reset(self) -> None:
+        """Start this part over (the whole run when unsharded)."""
+        if self.samples_path.exists():
+            self.samples_path.unlink()
+
+    # -- one writer -----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[RunStore]:
+        """Hold this part's lock while writing; a second writer gets one line naming the holder."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        lock_path = self.samples_path.with_suffix(".lock")
+        holder = lock_path.with_suffix(".holder.json")
+        lock = FileLock(str(lock_path), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            who = _read_json(holder) or {}
+            raise ConfigError(
+                f"{self.dir.name}: another process is writing this run (pid {who.get('pid', '?')} on {who.get('host', '?')} "
+                f"since {who.get('since', '?')}); wait for it, or split the suite with --shard i/n") from None
+        try:
+            atomic_write_json(holder, {"pid": os.getpid(), "host": socket.gethostname(),
+                                       "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
+            cut_torn_tail(self.samples_path)
+            yield self
+        finally:
+            holder.unlink(missing_ok=True)
+            lock.release()
+
+    # -- the record -----------------------------------------------------------------------------
+    def begin(self, record: RunRecord, session: dict[str, Any]) -> dict[str, Any]:
+        """Write the record of a new run, or check that an existing one describes the same model and tokenizer;
+        then add this invocation to its sessions. Returns the record as stored."""
+        old = self.read_record() if self.record_path.exists() else None
+        new = dataclasses.asdict(record)
+        if old is not None and self.has_rows():
+            for key in IDENTITY:
+                if key in old and old[key] != new[key] and old[key] not in ("", None):
+                    raise ConfigError(
+                        f"{self.dir.name}: its rows were scored with a different {key.replace('_', ' ')} "
+                        f"({_short(old[key])} there, {_short(new[key])} now); pass --fresh to start over, "
+                        "or --label NAME to score into a new run")
+            new = {**old, "plan": {**old.get("plan", {}), **new["plan"]}, "schema_version": SCHEMA_VERSION,
+                   "external": sorted(set(old.get("external", [])) | set(new["external"]))}
+        new["sessions"] = [*(old or {}).get("sessions", []), session] if old is not None and self.has_rows() else [session]
+        atomic_write_json(self.record_path, new)
+        return new
+
+    def write_record(self, record: RunRecord) -> None:
+        atomic_write_json(self.record_path, dataclasses.asdict(record))
+
+    def read_record(self) -> dict[str, Any]:
+        try:
+            rec = json.loads(self.record_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{self.record_path}: not a valid run record ({e.__class__.__name__}); "
+                              "delete the run directory or restore the file") from None
+        if not isinstance(rec, dict) or "run_id" not in rec:
+            raise ConfigError(f"{self.record_path}: not a valid run record (no run_id); delete the run directory or restore the file")
+        if rec.get("schema_version", 0) > SCHEMA_VERSION:
+            raise ConfigError(f"{self.record_path}: written by a newer ctxbench (schema {rec['schema_version']}); upgrade ctxbench")
+        return rec
+
+    # -- rows -----------------------------------------------------------------------------------
+    def has_rows(self) -> bool:
+        return any(p.stat().st_size for p in self.parts())
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """Rows of every part in write order (corrupt lines skipped, warned about and counted in read_stats)."""
+        for path in self.parts():
+            yield from read_jsonl(path, stats=self.read_stats, require=("id",))
+
+    def latest(self) -> dict[str, dict[str, Any]]:
+        """The last row per sample id: a rerun of errored samples appends the fix."""
+        return {r["id"]: r for r in self.rows()}
+
+    def done_ids(self) -> set[str]:
+        return {i for i, r in self.latest().items() if not r.get("error")}
+
+    def append(self, rows: list[dict[str, Any]]) -> None:
+        append_jsonl(self.samples_path, rows)
+
+    def open_for_append(self) -> None:
+        cut_torn_tail(self.samples_path)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def list_runs(root: Path) -> list[RunStore]:
+    root = Path(root)
+    return [RunStore(root, p.parent.name) for p in sorted(root.glob("*/record.json"))]

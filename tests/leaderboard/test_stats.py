@@ -1,0 +1,114 @@
+"""The statistics are honest: interval coverage on simulated binomial data, paired-test false positives on null data."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from ctxbench.leaderboard.stats import (
+    EXACT_BELOW,
+    binomial_interval,
+    holm,
+    mean_interval,
+    paired_test,
+    verdict,
+)
+
+GRID = np.linspace(0.05, 0.95, 19)
+
+
+def coverage(n: int) -> np.ndarray:
+    """Exact coverage of the cell interval at each p of GRID (summed over the binomial pmf, no simulation noise)."""
+    ks = np.arange(n + 1)
+    bounds = [binomial_interval(int(k), n) for k in ks]
+    lo = np.array([b.lo for b in bounds])
+    hi = np.array([b.hi for b in bounds])
+    return np.array([(sps.binom.pmf(ks, n, p) * ((lo <= p) & (p <= hi))).sum() for p in GRID])
+
+
+@pytest.mark.parametrize("n", [2, 5, 20, 100])
+def test_binomial_interval_coverage(n):
+    cov = coverage(n)
+    if n < EXACT_BELOW:  # exact intervals never under-cover
+        assert cov.min() >= 0.95 - 1e-9, cov.min()
+    if n >= 20:
+        assert abs(cov.mean() - 0.95) <= 0.03, cov.mean()
+
+
+def test_binomial_interval_matches_a_simulation():
+    """The pmf-based coverage above agrees with plain simulation (guards the coverage helper itself)."""
+    rng = np.random.default_rng(1)
+    n, p = 20, 0.3
+    k = rng.binomial(n, p, size=20000)
+    hits = np.mean([binomial_interval(int(x), n).lo <= p <= binomial_interval(int(x), n).hi for x in k])
+    assert abs(hits - coverage(n)[np.argmin(abs(GRID - p))]) < 0.01
+
+
+def test_two_of_two_is_not_certainty():
+    iv = binomial_interval(2, 2)
+    assert iv.hi == 1.0 and 0.10 < iv.lo < 0.20  # exact: [15.8, 100], not [100, 100]
+
+
+def test_continuous_cells_need_enough_samples():
+    small = mean_interval([0.2, 0.5, 0.7])
+    assert small.method == "n too small" and math.isnan(small.lo)
+    big = mean_interval(np.linspace(0, 1, 50) ** 2)
+    assert big.method == "bootstrap" and big.lo < big.mean < big.hi
+
+
+def test_sign_test_on_the_issue_case():
+    """14 pairs, one discordant in A's favour: nowhere near significant (an exact sign test gives p = 1)."""
+    a = np.array([1] * 8 + [0] * 6, dtype=float)
+    b = a.copy()
+    b[0] = 0
+    t = paired_test(a, b)
+    assert (t.n_pairs, t.n_discordant) == (14, 1) and t.p_value == 1.0 and t.method == "exact sign test"
+    assert verdict(t).startswith("no significant difference")
+
+
+def test_permutation_test_is_exact_for_small_m():
+    d = np.array([0.3, 0.1, -0.05, 0.2, 0.4])
+    t = paired_test(d, np.zeros_like(d))
+    flips = np.array(list(itertools.product((1, -1), repeat=5)))
+    expected = np.mean(np.abs(flips @ d) >= abs(d.sum()) - 1e-12)
+    assert t.p_value == pytest.approx(expected) and t.method.endswith("(exact)")
+
+
+@pytest.mark.parametrize("kind", ["binary", "continuous"])
+def test_paired_false_positive_rate_on_null_data(kind):
+    rng = np.random.default_rng(7)
+    trials, rejections = 1000, 0
+    for _ in range(trials):
+        n = 40
+        if kind == "binary":
+            p = rng.uniform(0.2, 0.8, size=n)  # per-item difficulty shared by both models
+            a, b = rng.binomial(1, p), rng.binomial(1, p)
+        else:
+            base = rng.uniform(0, 1, size=n)
+            a, b = np.clip(base + rng.normal(0, 0.1, n), 0, 1), np.clip(base + rng.normal(0, 0.1, n), 0, 1)
+        rejections += paired_test(a, b, rng=rng).p_value < 0.05
+    assert rejections / trials <= 0.05 + 0.02, rejections / trials
+
+
+def test_paired_test_detects_a_real_effect():
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0.2, 0.8, size=200)
+    a, b = rng.binomial(1, np.minimum(p + 0.2, 1)), rng.binomial(1, p)
+    assert paired_test(a, b).p_value < 0.01
+
+
+def test_strata_weight_cells_equally():
+    a = np.array([1, 1, 1, 1, 0, 0], dtype=float)
+    b = np.zeros(6)
+    t = paired_test(a, b, strata=["x", "x", "x", "x", "y", "y"])
+    assert t.diff == pytest.approx(0.5)  # mean of cell means (1.0, 0.0), not the pooled 4/6
+
+
+def test_holm_adjustment():
+    p = [0.01, 0.04, 0.03, 0.5]
+    # sorted: 0.01*4, 0.03*3, 0.04*2, 0.5*1, made monotone
+    assert holm(p) == pytest.approx([0.04, 0.09, 0.09, 0.5])
