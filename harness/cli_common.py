@@ -12,8 +12,8 @@ from rich.console import Console
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.lengths import parse_length
 
-err = Console(stderr=True)
-out = Console()
+err = Console(stderr=True, soft_wrap=True)  # messages stay one line however narrow the terminal
+out = Console(soft_wrap=True)
 
 
 def _ints(value: Optional[str], field: str) -> Optional[list[int]]:

@@ -31,7 +31,7 @@ def test_report_renders_and_planted_script_does_not_run(tmp_path, repo_root, dat
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE)
     store = tmp_path / "runs"
-    r = _cli("score", "--suite", str(suite), "--store", str(store), "--data-dir", str(data_dir), cwd=repo_root)
+    r = _cli("score", "--suite", str(suite), "--store", str(store), "--data-dir", str(data_dir), "--backend", "echo", cwd=repo_root)
     assert r.returncode == 0, r.stderr[-2000:]
     (samples,) = store.glob("*/samples.jsonl")
     rows = [json.loads(x) for x in samples.read_text().splitlines()]

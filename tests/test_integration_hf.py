@@ -42,7 +42,7 @@ def test_scores_real_model_and_prints_table(tmp_path, repo_root, data_dir):
 def test_over_long_prompt_is_refused_before_any_work(tmp_path, repo_root, data_dir):
     r = _score(tmp_path, repo_root, data_dir, "--backend-arg", "max_context=700")
     assert r.returncode == 2
-    assert "context 700" in r.stderr and "--truncation middle" in r.stderr and "Traceback" not in r.stderr
+    assert "context of 700 tokens" in r.stderr and "--truncation middle" in r.stderr and "Traceback" not in r.stderr
     assert not list((tmp_path / "runs").glob("*/samples.jsonl"))
 
 

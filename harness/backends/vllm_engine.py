@@ -36,8 +36,8 @@ import os
 import time
 from typing import Any
 
-from ctxbench.harness.core.backend import apply_truncation
 from ctxbench.harness.backends.ordering import prefix_order, split_balanced
+from ctxbench.harness.core.backend import apply_truncation
 from ctxbench.harness.core.errors import ConfigError, OfflineError
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Prediction, Request
@@ -352,10 +352,10 @@ class VLLMBackend:
             outs = run_llm(self.llm, self.vllm, [ids[i] for i in order], [requests[i].max_new_tokens for i in order], self.stop_ids)
             results.update(zip(order, outs))
         else:
-            for (proc, conn), run in zip(self.workers, runs):
+            for (_proc, conn), run in zip(self.workers, runs):
                 if run:
                     conn.send(([ids[i] for i in run], [requests[i].max_new_tokens for i in run], self.stop_ids))
-            for (proc, conn), run in zip(self.workers, runs):
+            for (_proc, conn), run in zip(self.workers, runs):
                 if run:
                     kind, value = conn.recv()
                     if kind != "ok":

@@ -55,7 +55,7 @@ def summary_table(run_dir: Path, *, title: str):
     t = Table(title=title)
     for col, just in (("task", "left"), ("metric", "left"), ("value", "right"), ("± stderr", "right"), ("n", "right")):
         t.add_column(col, justify=just)
-    for name, entry in sorted(read_aggregates(run_dir).get("tasks", {}).items()):
+    for _name, entry in sorted(read_aggregates(run_dir).get("tasks", {}).items()):
         n_samples = entry.get("n_samples") or {}
         items = [(g, e, True) for g, e in entry.get("groups", {}).items()] + [(k, e, False) for k, e in entry.get("tasks", {}).items()]
         items.sort(key=lambda x: (not x[2], x[0]))

@@ -14,7 +14,6 @@ from typing import Any, Protocol
 from ctxbench.harness.core.errors import ConfigError, PromptTooLongError
 from ctxbench.harness.core.types import Prediction, Request
 
-
 GENERATE, LOGLIKELIHOOD, CHAT, PROMPT_LOGPROBS = "generate", "loglikelihood", "chat", "prompt_logprobs"
 
 

@@ -64,8 +64,9 @@ def test_loss_falls_and_the_checkpoint_loads_and_scores(tmp_path, packed, data_d
 
     suite = Suite(name="tiny", lengths=[256], samples=1, tasks=[{"task": "niah/single", "args": {"depths": [50],
                                                                                              "tokens_to_generate": 8}}])
-    store = run(RunPlan(suite, str(ckpt), "hf", {"dtype": "float32", "threads": 1}, tmp_path / "scores", data_dir))
-    rows = list(store.latest().values())
+    outcome = run(RunPlan(suite, str(ckpt), "hf", {"dtype": "float32", "threads": 1}, tmp_path / "scores", data_dir))
+    rows = list(outcome.store.latest().values())
+    assert (outcome.planned, outcome.done, outcome.failed) == (1, 1, 0)
     assert len(rows) == 1 and rows[0]["score"] is not None and rows[0]["error"] is None
 
     again = CPTTrainer(cfg).train()  # same config and data: nothing is retrained

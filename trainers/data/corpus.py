@@ -72,7 +72,7 @@ def _detect(cfg: CorpusConfig) -> str:
         return "jsonl"
     if files and all(f.name.endswith(".parquet") for f in files):
         return "parquet"
-    for root, dirs, names in os.walk(p):
+    for _root, dirs, names in os.walk(p):
         dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
         if any(not n.endswith(".txt") and not n.startswith(".") for n in names):
             return "repo"
