@@ -27,7 +27,7 @@ from ctxbench.harness.core.io import atomic_write, atomic_write_json
 from ctxbench.trainers.hqa import prompts
 from ctxbench.trainers.hqa.algorithms import Composition, DocumentQAs, concatenate, diverse_specs, hierarchical_steps
 from ctxbench.trainers.hqa.generate import Generator, GeneratorSpec
-from ctxbench.trainers.hqa.split import DocumentSource, Hierarchy, read_documents, split
+from ctxbench.trainers.hqa.split import DocumentSource, Hierarchy, read_documents, source_identity, split
 
 MANIFEST = "manifest.json"
 
@@ -222,13 +222,15 @@ def synthesize(cfg: HQADataConfig, *, data_dir: Path | None = None, on_calls: Ca
     from ctxbench.trainers.hqa.chat import IGNORE, require_chat_template, tokenize
 
     out = Path(cfg.out_dir)
+    data_dir = data_dir or data_dir_default()
+    identity = hashlib.sha256(json.dumps([cfg.config_hash(), source_identity(cfg.documents, data_dir)]).encode()).hexdigest()[:16]
     done = read_manifest(out)
-    if done and done.get("complete") and done.get("config_hash") == cfg.config_hash():
+    if done and done.get("complete") and done.get("data_hash") == identity:
         return done
     tok = load_tokenizer(cfg.tokenizer)
     require_chat_template(tok, "tokenizer", cfg.tokenizer)
     budget = document_budget(cfg, tok)
-    docs = read_documents(cfg.documents, data_dir or data_dir_default())
+    docs = read_documents(cfg.documents, data_dir)
     drops: Counter = Counter()
     hierarchies = []
     for d in docs:
@@ -285,7 +287,7 @@ def synthesize(cfg: HQADataConfig, *, data_dir: Path | None = None, on_calls: Ca
     qas = {"hierarchical": sum(len(pools[i].hierarchical) for i in used if pools[i]),
            "diverse": sum(len(pools[i].diverse) for i in used if pools[i])}
     manifest = {
-        "kind": "hqa", "schema_version": 1, "complete": True, "config_hash": cfg.config_hash(),
+        "kind": "hqa", "schema_version": 1, "complete": True, "config_hash": cfg.config_hash(), "data_hash": identity,
         "generator_fingerprint": gen.fingerprint, "prompts_hash": prompts.prompts_hash(), "tokenizer": cfg.tokenizer,
         "tokenizer_fingerprint": tokenizer_fingerprint(tok), "shards": shards, "samples": len(rows),
         "document_budget_tokens": budget,

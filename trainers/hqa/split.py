@@ -67,6 +67,13 @@ def resolve_path(path: str, data_dir: Path | None) -> Path:
     return p
 
 
+def source_identity(src: DocumentSource, data_dir: Path | None) -> list[tuple[str, int, int]]:
+    """(name, size, mtime) of every input file: edited documents are different data under the same config."""
+    path = resolve_path(src.path, data_dir)
+    files = sorted(f for f in path.rglob("*") if f.is_file()) if path.is_dir() else [path]
+    return [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+
+
 def read_documents(src: DocumentSource, data_dir: Path | None) -> list[Document]:
     """Documents with stable ids (title for SQuAD, file position otherwise), in file order."""
     path = resolve_path(src.path, data_dir)
