@@ -243,3 +243,23 @@ def test_shipped_hqa_data_configs_validate(path):
     cfg = load_data_config(path)
     assert cfg.target_tokens >= cfg.medium_tokens * cfg.documents_per_sample
     assert math.isclose(cfg.multihop_p, 0.2)
+
+
+def test_ablation_study_methods_validate(monkeypatch):
+    """Every method of the Table 7 study is a valid hqa_sft config over valid data (until studies take any trainer)."""
+    from ctxbench.trainers.hqa.algorithms import Composition
+
+    monkeypatch.chdir(REPO)
+    study = yaml.safe_load((REPO / "configs" / "studies" / "hqa-ablation-cpu.yaml").read_text())
+    training = yaml.safe_load((REPO / study["training"]).read_text())
+    seen = set()
+    for m in study["methods"]:
+        if m.get("untrained"):
+            continue
+        comp = Composition(**m["composition"])
+        stages = [{**s, "data_args": {**s.get("data_args", {}), "composition": {**Composition().model_dump(), **m["composition"]},
+                                      "out_dir": f"hqa-data/ablation/{m['name']}-{s['name']}"}} for s in training["stages"]]
+        cfg = HQASFTConfig(**{**training, "label": m["name"], "stages": stages})
+        HQASFTTrainer(cfg).stage_trainers()
+        seen.add((comp.after, comp.revisit, comp.counts, comp.summary))
+    assert len(seen) == len(study["methods"]) - 1 and study["baseline"] in [m["name"] for m in study["methods"]]
