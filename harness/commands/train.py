@@ -36,7 +36,7 @@ def train(
     result = trainer.train(fresh=fresh)
     for earlier in getattr(trainer, "results", [])[:-1]:
         state = "already trained" if earlier.skipped else f"trained {earlier.steps} steps"
-        out.print(f"stage checkpoint ({state}): {earlier.checkpoint}")
+        out.print(f"stage checkpoint ({state}): {earlier.checkpoint}", soft_wrap=True, highlight=False)
     if result.skipped:
         out.print(f"already trained (same config and data): {result.checkpoint}")
     else:

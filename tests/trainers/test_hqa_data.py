@@ -267,17 +267,23 @@ def test_bad_data_configs_are_one_line(tmp_path, data_dir, repo_root):
 
     import yaml
 
+    from ctxbench.trainers.hqa.data import load_data_config
+
     good = tiny_data(tmp_path, data_dir).model_dump(mode="json")
     cases = [({**good, "smal_tokens": 3}, "smal_tokens: unknown key"),
              ({**good, "medium_tokens": 300}, "multiple of small_tokens"),
-             ({**good, "target_tokens": 900}, "target_tokens: 900 leaves"),
-             ({**good, "generator": {"model": "smollm2-135m", "backend": "echo", "max_new_tokens": 32,
-                                      "backend_args": {"context_length": 200}}},
-              "generator.model: context of 200 tokens")]
+             ({**good, "target_tokens": 900}, "target_tokens: 900 leaves")]
+    f = tmp_path / "bad.yaml"
     for raw, hint in cases:
-        f = tmp_path / "bad.yaml"
         f.write_text(yaml.safe_dump(raw))
-        res = subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", "data", "hqa", "--config", str(f)], cwd=repo_root,
-                             capture_output=True, text=True, timeout=300)
-        assert res.returncode == 2 and hint in res.stderr and "Traceback" not in res.stderr, res.stderr[-1500:]
-        assert len(res.stderr.strip().splitlines()) == 1
+        with pytest.raises(ConfigError) as e:
+            synthesize(load_data_config(f))
+        assert hint in str(e.value) and "\n" not in str(e.value)
+    # on the command line: one line on stderr, exit 2, before any generator call (a 200-token generator window)
+    f.write_text(yaml.safe_dump({**good, "generator": {"model": "smollm2-135m", "backend": "echo", "max_new_tokens": 32,
+                                                        "backend_args": {"context_length": 200}}}))
+    res = subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", "data", "hqa", "--config", str(f)], cwd=repo_root,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and "generator.model: context of 200 tokens" in res.stderr, res.stderr[-1500:]
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())

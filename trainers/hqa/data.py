@@ -157,12 +157,15 @@ def build_pools(docs: list[Hierarchy], gen: Generator, cfg: HQADataConfig) -> li
     it = iter(small)
     small_by_doc = [[[next(it) for _ in m] for m in d.mediums] for d in docs]
     joined = [["\n".join(s for s in m if s) for m in doc] for doc in small_by_doc]
-    flat = [(i, j) for i, doc in enumerate(joined) for j, text in enumerate(doc)]
-    medium_flat = gen.summaries([prompts.summary(joined[i][j], wl) if joined[i][j] else "" for i, j in flat], "summary_medium")
-    medium = [[None] * len(d.mediums) for d in docs]
-    for (i, j), s in zip(flat, medium_flat):
-        medium[i][j] = s if joined[i][j] else None
-    glob = gen.summaries([prompts.summary("\n".join(s for s in m if s), wl) for m in medium], "summary_global")
+    flat = [(i, j) for i, doc in enumerate(joined) for j, text in enumerate(doc) if text]  # no chunk summary: none
+    medium: list[list[str | None]] = [[None] * len(d.mediums) for d in docs]
+    for (i, j), s in zip(flat, gen.summaries([prompts.summary(joined[i][j], wl) for i, j in flat], "summary_medium")):
+        medium[i][j] = s
+    have = [i for i, m in enumerate(medium) if any(m)]
+    glob: list[str | None] = [None] * len(docs)
+    for i, s in zip(have, gen.summaries([prompts.summary("\n".join(s for s in medium[i] if s), wl) for i in have],
+                                        "summary_global")):
+        glob[i] = s
 
     steps = [hierarchical_steps(d.shape, cfg.hierarchical_per_document, _doc_rng(cfg.seed, d.doc_id, 1)) for d in docs]
     hier: list[list[dict[str, Any]]] = [[] for _ in docs]

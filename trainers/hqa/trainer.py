@@ -215,6 +215,7 @@ class StageTrainer(HFTrainer):
                 "eval_tokens": count(held or [], "input_ids"), "generator_drops": m.get("drops", {})}
         blob = json.dumps([m["data_hash"], mine, c.seq_len, c.eval_samples, len(train)])
         per_seq = max(1, info["tokens"] // max(1, len(train)))
+        self.data_info = info
         return DataBundle(train, held, hashlib.sha256(blob.encode()).hexdigest()[:16], c.seq_len, per_seq, info)
 
     def steps_for(self, data: DataBundle) -> int:
@@ -234,15 +235,11 @@ class StageTrainer(HFTrainer):
         return answer_only_trainer_class()
 
     def manifest_extra(self, hf) -> dict[str, Any]:
+        """The stage, and answer tokens: those the loss saw in this process (a resumed run counts from its checkpoint
+        on) and those in the data; data_info carries the generator's drop counts into the manifest."""
+        info = getattr(self, "data_info", {})
         return {"stage": self.config.stage, "answer_tokens": {"trained": int(getattr(hf, "answer_tokens", 0)),
-                                                              "data": self._data_info.get("answer_tokens")},
-                "data_info": self._data_info}
-
-    _data_info: dict[str, Any] = {}
-
-    def build_model(self, data: DataBundle) -> Any:
-        self._data_info = data.info
-        return super().build_model(data)
+                                                              "data": info.get("answer_tokens")}, "data_info": info}
 
 
 # --- all stages ---------------------------------------------------------------------------------
