@@ -135,8 +135,8 @@ def test_two_stages_chain_checkpoints_rope_and_rerun_nothing(tmp_path, datasets,
 
     suite = Suite(name="tiny", lengths=[256], samples=1, tasks=[{"task": "niah/single", "args": {"depths": [50],
                                                                                              "tokens_to_generate": 8}}])
-    store = run(RunPlan(suite, str(s2.checkpoint), "hf", {"dtype": "float32", "threads": 1}, tmp_path / "scores", data_dir))
-    rows = list(store.store.latest().values())
+    store = run(RunPlan(suite, str(s2.checkpoint), "hf", {"dtype": "float32", "threads": 1}, tmp_path / "scores", data_dir)).store
+    rows = list(store.latest().values())
     assert len(rows) == 1 and rows[0]["error"] is None
 
 
