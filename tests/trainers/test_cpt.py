@@ -64,7 +64,7 @@ def test_loss_falls_and_the_checkpoint_loads_and_scores(tmp_path, packed, data_d
 
     suite = Suite(name="tiny", lengths=[256], samples=1, tasks=[{"task": "niah/single", "args": {"depths": [50],
                                                                                              "tokens_to_generate": 8}}])
-    store = run(RunPlan(suite, str(ckpt), "hf", {"dtype": "float32", "threads": 1}, tmp_path / "scores", data_dir)).store
+    store = run(RunPlan(suite, str(ckpt), "hf", {"dtype": "float32", "threads": 1}, tmp_path / "scores", data_dir))
     rows = list(store.latest().values())
     assert len(rows) == 1 and rows[0]["score"] is not None and rows[0]["error"] is None
 
