@@ -72,8 +72,12 @@ class HQADataConfig(BaseModel):
         return self
 
     def config_hash(self) -> str:
+        from ctxbench.trainers.hqa.generate import VOLATILE_BACKEND_ARGS
+
         keep = self.model_dump(mode="json", exclude={"out_dir", "cache_dir", "shard_samples"})
-        keep["generator"].pop("batch_size", None)
+        keep["generator"].pop("batch_size", None)  # how calls are batched, or run, does not change the data
+        keep["generator"]["backend_args"] = {k: v for k, v in keep["generator"]["backend_args"].items()
+                                             if k not in VOLATILE_BACKEND_ARGS}
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -180,6 +180,13 @@ class StageTrainer(HFTrainer):
         cfg = load_data_config(p, **c.data_args)
         if self.is_main:
             synthesize(cfg)
+        else:  # other ranks wait for rank 0's synthesis instead of calling the generator concurrently
+            import time
+
+            from ctxbench.trainers.hqa.data import read_manifest
+
+            while not ((m := read_manifest(cfg.out_dir)) and m.get("complete")):
+                time.sleep(10)
         return Path(cfg.out_dir)
 
     def prepare_data(self) -> DataBundle:
@@ -256,8 +263,20 @@ class HQASFTTrainer(StageTrainer):
             raise ConfigError(f"--stage: no stage named {stage!r}; stages are {', '.join(names)}")
         self.until = stage
         self.results: list[TrainResult] = []
+        self._stages: list[StageTrainer] | None = None
+
+    @property
+    def run_id(self) -> str:  # a multi-stage run is known by its last stage (whose checkpoint it returns)
+        return self.stage_trainers()[-1].run_id
+
+    @property
+    def output_dir(self) -> Path:
+        return self.stage_trainers()[-1].output_dir
 
     def stage_trainers(self) -> list[StageTrainer]:
+        """One ordinary run per stage, each starting from the previous stage's output directory."""
+        if self._stages is not None:
+            return self._stages
         c = self.config
         shared = c.model_dump(exclude={"stages", "eval_samples", "rope", "max_steps", "label", "output_dir", "base_model"})
         out: list[StageTrainer] = []
@@ -274,6 +293,7 @@ class HQASFTTrainer(StageTrainer):
             trainer = StageTrainer(cfg, console=self.console)
             out.append(trainer)
             base, previous = str(trainer.output_dir), cfg.config_hash()
+        self._stages = out
         return out
 
     def train(self, *, callbacks=(), fresh: bool = False) -> TrainResult:
