@@ -81,6 +81,10 @@ class HFTrainer:
 
         return HF
 
+    def manifest_extra(self, hf: Any) -> dict[str, Any]:
+        """More keys for ctxbench_manifest.json, read from the finished transformers Trainer (default none)."""
+        return {}
+
     @property
     def tokenizer(self):
         if self._tokenizer is None:
@@ -218,7 +222,7 @@ class HFTrainer:
             "steps": hf.state.global_step, "train_loss": last_of.get("train"), "eval_loss": last_of.get("eval"),
             "resumed_from_step": int(Path(last).name.split("-")[-1]) if last else None, "seconds": round(seconds, 2),
             "rope": c.rope.model_dump() if c.rope else None, "run_dir": str(run.dir), "created": _now(),
-            "config": c.model_dump(mode="json"),
+            "config": c.model_dump(mode="json"), **self.manifest_extra(hf),
         }
         if hf.is_world_process_zero():
             self.tokenizer.save_pretrained(str(out))

@@ -17,15 +17,26 @@ def train(
     output_dir: Optional[Path] = typer.Option(None, "--output-dir", help="checkpoint directory (overrides the config)"),
     max_steps: Optional[int] = typer.Option(None, help="override the config's max_steps"),
     fresh: bool = typer.Option(False, help="discard this run's checkpoints and losses and start over"),
+    stage: Optional[str] = typer.Option(None, help="staged trainers (hqa_sft): train the stages up to and including NAME"),
 ):
     """Train a model; writes an HF checkpoint that `ctxbench score --model DIR` scores, and logs losses to the store."""
+    import inspect
+
     from ctxbench.harness.core import registry
+    from ctxbench.harness.core.errors import ConfigError
     from ctxbench.trainers.base import load_config
 
     cls = registry.get("trainer", method, field="METHOD")
+    staged = "stage" in inspect.signature(cls.__init__).parameters
+    if stage is not None and not staged:
+        raise ConfigError(f"--stage: trainer {method!r} has no stages; drop --stage")
     cfg = load_config(cls.config_cls, config, store=str(store) if store else None,
                       output_dir=str(output_dir) if output_dir else None, max_steps=max_steps)
-    result = cls(cfg, console=err).train(fresh=fresh)
+    trainer = cls(cfg, console=err, stage=stage) if staged else cls(cfg, console=err)
+    result = trainer.train(fresh=fresh)
+    for earlier in getattr(trainer, "results", [])[:-1]:
+        state = "already trained" if earlier.skipped else f"trained {earlier.steps} steps"
+        out.print(f"stage checkpoint ({state}): {earlier.checkpoint}", soft_wrap=True, highlight=False)
     if result.skipped:
         out.print(f"already trained (same config and data): {result.checkpoint}")
     else:

@@ -25,8 +25,8 @@ def test_registry_lists_cpt_and_trainer_modules_import_no_torch():
     assert res.returncode == 0, res.stderr
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "configs" / "trainers").glob("*.yaml")), ids=lambda p: p.name)
-def test_shipped_trainer_configs_validate(path):
+@pytest.mark.parametrize("path", sorted((REPO / "configs" / "trainers").glob("cpt-*.yaml")), ids=lambda p: p.name)
+def test_shipped_trainer_configs_validate(path):  # other trainers' configs (hqa-sft-*) are validated by their tests
     cfg = load_config(CPTConfig, path)
     assert cfg.max_steps and cfg.data.synthesis
 

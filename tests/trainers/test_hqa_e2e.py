@@ -1,0 +1,45 @@
+"""Acceptance (issue 13 §8), on a CPU: data hqa -> train hqa_sft (2 stages) -> score base and each stage on ruler-quick
+without ruler/qa_1 (SQuAD is the training data) -> board build --compare s2:base. Slow: real SmolLM2 generation."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TASKS = "ruler/niah*,ruler/vt,ruler/cwe,ruler/fwe,ruler/qa_2"  # ruler-quick minus ruler/qa_1
+
+
+def cli(args: list[str], cwd: Path, timeout: int = 3600) -> str:
+    env = {**os.environ, "CTXBENCH_DATA_DIR": os.environ.get("CTXBENCH_DATA_DIR", str(Path(__file__).resolve().parents[3]
+                                                                                         / "shared" / "data"))}
+    res = subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", *args], cwd=cwd, env=env, capture_output=True,
+                         text=True, timeout=timeout)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(7200)
+def test_tiny_hqa_pipeline_end_to_end(tmp_path, repo_root, data_dir):
+    (tmp_path / "configs").symlink_to(repo_root / "configs")  # the shipped configs, with relative out_dirs under tmp
+    cli(["data", "hqa", "--config", "configs/data/hqa-tiny.yaml"], tmp_path)
+    data = json.loads((tmp_path / "hqa-data" / "tiny" / "manifest.json").read_text())
+    assert data["samples"] == 2 and data["counts"]["tokens"]["answer"] > 0
+    out = cli(["train", "hqa_sft", "--config", "configs/trainers/hqa-sft-tiny.yaml"], tmp_path)
+    ckpts = [line.split(": ", 1)[1] for line in out.splitlines() if "checkpoint" in line and ": " in line]
+    s1, s2 = Path(ckpts[0]), Path(ckpts[-1])
+    m2 = json.loads((s2 / "ctxbench_manifest.json").read_text())
+    assert m2["base_model"] == str(s1) and m2["answer_tokens"]["trained"] > 0
+    for model, label in (("smollm2-135m", "base"), (str(s1), "s1"), (str(s2), "s2")):
+        cli(["score", "--model", model, "--label", label, "--suite", "ruler-quick", "--tasks", TASKS, "--dtype", "float32",
+             "--threads", "1", "--store", "scores"], tmp_path)
+    cli(["board", "build", "--store", "scores", "--compare", "s2:base", "--compare", "s1:base", "--out", "board"], tmp_path)
+    board = json.loads((tmp_path / "board" / "results.json").read_text())
+    assert {m["model"] for m in board["models"]} >= {"base", "s1", "s2"}
+    comps = {(c["model_a"], c["model_b"]) for c in board["comparisons"]}
+    assert ("s2", "base") in comps and ("s1", "base") in comps

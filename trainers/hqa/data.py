@@ -1,0 +1,320 @@
+"""`synthesize(config) -> manifest`: documents -> hierarchies -> summaries and QA pools -> long conversations.
+
+Pipeline (§3, App. A): split each document into medium sections of small chunks; summarize every small
+chunk, each medium (from its chunks' summaries, so the generator only ever reads one small chunk), and the
+document (from the medium summaries); generate the hierarchical QAs (Algorithm 1) and the diverse pool;
+then concatenate K documents per sample (Algorithm 2) and write JSON-lines shards plus manifest.json.
+Randomness is seeded per document id and per sample index, and every call is cached, so a rerun after a
+kill repeats no finished call and writes byte-identical files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ctxbench.harness.core.config import one_line, read_yaml_mapping
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.io import atomic_write, atomic_write_json
+from ctxbench.trainers.hqa import prompts
+from ctxbench.trainers.hqa.algorithms import Composition, DocumentQAs, concatenate, diverse_specs, hierarchical_steps
+from ctxbench.trainers.hqa.generate import Generator, GeneratorSpec
+from ctxbench.trainers.hqa.split import DocumentSource, Hierarchy, read_documents, source_identity, split
+
+MANIFEST = "manifest.json"
+
+
+class HQADataConfig(BaseModel):
+    """A hierarchical-QA synthesis (configs/data/hqa-*.yaml)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    documents: DocumentSource = Field(description="the long documents (paper: Together long books)")
+    tokenizer: str = Field(description="tokenizer (and chat template) of the model to be trained: chunks and sample "
+                           "lengths are counted in its tokens")
+    generator: GeneratorSpec = Field(description="the model that summarizes and writes QAs, through a ctxbench backend")
+    small_tokens: int = Field(4096, ge=16, description="small chunk size in tokens (§3.1: 4K)")
+    medium_tokens: int = Field(12288, ge=16, description="medium section size in tokens, a multiple of small_tokens (§3.1: "
+                               "12K); shorter documents are skipped and counted")
+    max_document_tokens: int | None = Field(None, ge=16, description="cut documents to this many tokens (whole small "
+                                            "chunks); default: their share of target_tokens")
+    word_limit: int = Field(100, ge=1, description="{word_limit} of the App. B summary prompt (the paper gives no value)")
+    hierarchical_per_document: int = Field(25, ge=1, description="hierarchical QAs per document (§4.1: 25)")
+    diverse_per_document: int = Field(50, ge=0, description="diverse QAs per document (§4.1: 50)")
+    multihop_p: float = Field(0.2, ge=0, le=1, description="probability that a diverse QA is multi-hop (App. E: 20%)")
+    multihop_chunks: tuple[int, int] = Field((2, 4), description="multi-hop QAs span this many small chunks (§3.1: 2-4)")
+    documents_per_sample: int = Field(2, ge=1, description="K documents concatenated per conversation (§4.2: 2/4/8/12 "
+                                      "for 180K/350K/650K/1M)")
+    target_tokens: int = Field(ge=64, description="longest conversation in tokens of `tokenizer` (the stage's seq_len)")
+    samples: int = Field(ge=1, description="conversations to write (§4.2: 2000/1280/600/200)")
+    composition: Composition = Field(default_factory=Composition, description="Algorithm 2 counts and Table 7's ablation axes")
+    max_retries: int = Field(2, ge=0, description="re-asks of a reply that is not a question/answer dict, then it is dropped")
+    seed: int = Field(0, description="seed for chunk choices, prompt draws and document order")
+    out_dir: str = Field(description="where shards (*.jsonl) and manifest.json go")
+    cache_dir: str | None = Field(None, description="generator-call cache; default <ctxbench cache>/hqa-calls (shared by "
+                                  "every synthesis, so stages reuse each other's calls)")
+    shard_samples: int = Field(100, ge=1, description="conversations per shard file")
+
+    @model_validator(mode="after")
+    def _sizes(self):
+        if self.medium_tokens % self.small_tokens:
+            raise ValueError(f"medium_tokens ({self.medium_tokens}) must be a multiple of small_tokens ({self.small_tokens})")
+        lo, hi = self.multihop_chunks
+        if not 2 <= lo <= hi <= 4:
+            raise ValueError("multihop_chunks must be a range within 2..4 (App. B's multi-hop prompt)")
+        return self
+
+    def config_hash(self) -> str:
+        from ctxbench.trainers.hqa.generate import VOLATILE_BACKEND_ARGS
+
+        keep = self.model_dump(mode="json", exclude={"out_dir", "cache_dir", "shard_samples"})
+        keep["generator"].pop("batch_size", None)  # how calls are batched, or run, does not change the data
+        keep["generator"]["backend_args"] = {k: v for k, v in keep["generator"]["backend_args"].items()
+                                             if k not in VOLATILE_BACKEND_ARGS}
+        return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load_data_config(path: Path, **overrides: Any) -> HQADataConfig:
+    raw = read_yaml_mapping(Path(path), field="--config", expect="hqa data settings (documents, generator, ...)")
+    raw = {**raw, **{k: v for k, v in overrides.items() if v is not None}}
+    try:
+        return HQADataConfig(**raw)
+    except ValidationError as e:
+        raise ConfigError(one_line(e, Path(path).name)) from None
+
+
+def read_manifest(out_dir: str | Path) -> dict[str, Any] | None:
+    p = Path(out_dir) / MANIFEST
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def data_dir_default() -> Path | None:
+    env = os.environ.get("CTXBENCH_DATA_DIR")
+    return Path(env) if env else None
+
+
+# --- sizes --------------------------------------------------------------------------------------
+def turns_per_sample(cfg: HQADataConfig) -> int:
+    """An upper bound on QA turns in one conversation (summary turns included)."""
+    c, k = cfg.composition, cfg.documents_per_sample
+    top = c.count_range[1] if c.counts == "randomized" else None
+    n1, n2, n3 = (top, top, top) if top else (c.n1, c.n2, c.n3)
+    earlier = n2 * ("s" in c.revisit) + n3 * ("h" in c.revisit) * (k - 1) if k > 1 else 0
+    return k * (1 + 2 * n1) + (k - 1) * earlier
+
+
+def document_budget(cfg: HQADataConfig, tokenizer) -> int:
+    """Tokens each document may take so that K documents and their QA turns fit target_tokens."""
+    from ctxbench.trainers.hqa.chat import tokenize
+
+    one = len(tokenize(tokenizer, [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])[0])
+    two = len(tokenize(tokenizer, [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}] * 2)[0])
+    per_turn = (two - one) + cfg.generator.max_new_tokens + len(tokenizer(cfg.generator.answer_prefix)["input_ids"])
+    fixed = (one - (two - one)) + cfg.documents_per_sample * len(tokenizer(prompts.SUMMARY_REQUEST)["input_ids"])
+    budget = (cfg.target_tokens - fixed - turns_per_sample(cfg) * per_turn) // cfg.documents_per_sample
+    if budget < cfg.medium_tokens:
+        raise ConfigError(f"target_tokens: {cfg.target_tokens} leaves {max(budget, 0)} tokens per document after room for "
+                          f"{turns_per_sample(cfg)} QA turns of up to {per_turn} tokens, less than one medium section "
+                          f"({cfg.medium_tokens}); raise target_tokens or lower documents_per_sample, the counts or max_new_tokens")
+    return min(budget, cfg.max_document_tokens or budget)
+
+
+def draw_documents(n_docs: int, samples: int, k: int, rng) -> list[list[int]]:
+    """K distinct documents per sample, walking random permutations of the corpus (reshuffled when used up)."""
+    if n_docs < k:
+        raise ConfigError(f"documents_per_sample: {k} documents per sample, but only {n_docs} documents are usable")
+    order: list[int] = []
+    out = []
+    for _ in range(samples):
+        pick: list[int] = []
+        while len(pick) < k:
+            if not order:
+                order = rng.permutation(n_docs).tolist()
+            d = order.pop(0)
+            if d in pick:
+                order.append(d)
+                if all(x in pick for x in order):
+                    order = []
+                continue
+            pick.append(d)
+        out.append(pick)
+    return out
+
+
+def _doc_rng(seed: int, doc_id: str, stream: int):
+    return np.random.default_rng([seed, stream, int(hashlib.sha256(doc_id.encode()).hexdigest()[:12], 16)])
+
+
+# --- per-document pools -------------------------------------------------------------------------
+def build_pools(docs: list[Hierarchy], gen: Generator, cfg: HQADataConfig) -> list[DocumentQAs | None]:
+    """Summaries, hierarchical QAs (Algorithm 1) and diverse pools of each document, batched across documents.
+    None for a document whose global summary could not be generated (counted)."""
+    wl = cfg.word_limit
+    small = gen.summaries([prompts.summary(c, wl) for d in docs for c in d.smalls], "summary_small")
+    it = iter(small)
+    small_by_doc = [[[next(it) for _ in m] for m in d.mediums] for d in docs]
+    joined = [["\n".join(s for s in m if s) for m in doc] for doc in small_by_doc]
+    flat = [(i, j) for i, doc in enumerate(joined) for j, text in enumerate(doc) if text]  # no chunk summary: none
+    medium: list[list[str | None]] = [[None] * len(d.mediums) for d in docs]
+    for (i, j), s in zip(flat, gen.summaries([prompts.summary(joined[i][j], wl) for i, j in flat], "summary_medium")):
+        medium[i][j] = s
+    have = [i for i, m in enumerate(medium) if any(m)]
+    glob: list[str | None] = [None] * len(docs)
+    for i, s in zip(have, gen.summaries([prompts.summary("\n".join(s for s in medium[i] if s), wl) for i in have],
+                                        "summary_global")):
+        glob[i] = s
+
+    steps = [hierarchical_steps(d.shape, cfg.hierarchical_per_document, _doc_rng(cfg.seed, d.doc_id, 1)) for d in docs]
+    hier: list[list[dict[str, Any]]] = [[] for _ in docs]
+    asked: list[dict[tuple[int, int], list[str]]] = [{} for _ in docs]
+    for t in range(cfg.hierarchical_per_document):
+        todo, texts = [], []
+        for i, d in enumerate(docs):
+            if glob[i] is None or t >= len(steps[i]):
+                continue
+            st = steps[i][t]
+            if st.level == "global":
+                text = prompts.qa(prompts.GENERAL, glob[i])
+            elif st.level == "medium":
+                if medium[i][st.medium] is None:
+                    gen.drops["hierarchical:no_summary"] += 1
+                    continue
+                text = prompts.qa(prompts.GENERAL, medium[i][st.medium])
+            else:
+                text = prompts.qa(prompts.SPECIFIC, d.mediums[st.medium][st.small], asked[i].get((st.medium, st.small), []))
+            todo.append(i)
+            texts.append(text)
+        for i, qa in zip(todo, gen.qas(texts, "hierarchical")):
+            if qa is None:
+                continue
+            st = steps[i][t]
+            if st.level == "small":
+                asked[i].setdefault((st.medium, st.small), []).append(qa.question)
+            hier[i].append({"id": f"{docs[i].doc_id}/h{t}", "question": qa.question, "answer": qa.answer, "level": st.level,
+                            "medium": st.medium, "small": st.small, "move": st.move})
+
+    specs = [diverse_specs(len(d.smalls), cfg.diverse_per_document, _doc_rng(cfg.seed, d.doc_id, 2),
+                           prompts=list(prompts.DIVERSE), multihop_p=cfg.multihop_p, hops=cfg.multihop_chunks) for d in docs]
+    owners, texts = [], []
+    for i, d in enumerate(docs):
+        if glob[i] is None:
+            continue
+        for k, sp in enumerate(specs[i]):
+            smalls = d.smalls
+            texts.append(prompts.multihop([smalls[c] for c in sp.chunks]) if sp.prompt == "multihop"
+                         else prompts.qa(prompts.DIVERSE[sp.prompt], smalls[sp.chunks[0]]))
+            owners.append((i, k))
+    div: list[list[dict[str, Any]]] = [[] for _ in docs]
+    for (i, k), qa in zip(owners, gen.qas(texts, "diverse")):
+        if qa is not None:
+            sp = specs[i][k]
+            div[i].append({"id": f"{docs[i].doc_id}/d{k}", "question": qa.question, "answer": qa.answer, "prompt": sp.prompt,
+                           "chunks": list(sp.chunks)})
+    return [DocumentQAs(d.doc_id, d.text, glob[i], hier[i], div[i]) if glob[i] is not None else None
+            for i, d in enumerate(docs)]
+
+
+# --- the whole synthesis ------------------------------------------------------------------------
+def synthesize(cfg: HQADataConfig, *, data_dir: Path | None = None, on_calls: Callable[[int], None] | None = None,
+               generator: Generator | None = None) -> dict[str, Any]:
+    """Write cfg.out_dir (shards + manifest.json) and return the manifest; a finished identical synthesis is reused."""
+    from ctxbench.harness.core.models import cache_dir, load_tokenizer, tokenizer_fingerprint
+    from ctxbench.trainers.hqa.chat import IGNORE, require_chat_template, tokenize
+
+    out = Path(cfg.out_dir)
+    data_dir = data_dir or data_dir_default()
+    identity = hashlib.sha256(json.dumps([cfg.config_hash(), source_identity(cfg.documents, data_dir)]).encode()).hexdigest()[:16]
+    done = read_manifest(out)
+    if done and done.get("complete") and done.get("data_hash") == identity:
+        return done
+    tok = load_tokenizer(cfg.tokenizer)
+    require_chat_template(tok, "tokenizer", cfg.tokenizer)
+    budget = document_budget(cfg, tok)
+    docs = read_documents(cfg.documents, data_dir)
+    drops: Counter = Counter()
+    hierarchies = []
+    for d in docs:
+        h = split(d, tok, small_tokens=cfg.small_tokens, medium_tokens=cfg.medium_tokens, max_tokens=budget)
+        if h is None:
+            drops["documents:shorter_than_medium"] += 1
+        else:
+            hierarchies.append(h)
+    if not hierarchies:
+        raise ConfigError(f"documents: none of the {len(docs)} documents has {cfg.medium_tokens} tokens (one medium section); "
+                          "use longer documents or lower medium_tokens")
+    picks = draw_documents(len(hierarchies), cfg.samples, cfg.documents_per_sample, np.random.default_rng([cfg.seed, 3]))
+    used = sorted({i for p in picks for i in p})
+    gen = generator or Generator(cfg.generator, Path(cfg.cache_dir) if cfg.cache_dir else cache_dir("hqa-calls"),
+                                 max_retries=cfg.max_retries, on_calls=on_calls)
+    longest = max(cfg.multihop_chunks[1] if cfg.multihop_p > 0 else 1, 1)
+    gen.check_window(prompts.multihop(["x " * cfg.small_tokens] * longest) if longest > 1 else
+                     prompts.qa(prompts.SPECIFIC, "x " * cfg.small_tokens))
+    pools = dict(zip(used, build_pools([hierarchies[i] for i in used], gen, cfg)))
+    drops.update(gen.drops)
+    drops["documents:no_global_summary"] += sum(1 for p in pools.values() if p is None)
+
+    rows, kinds, lengths, answers = [], Counter(), [], []
+    for s, pick in enumerate(picks):
+        if any(pools[i] is None for i in pick):
+            drops["samples:document_failed"] += 1
+            continue
+        fresh = [DocumentQAs(pools[i].doc_id, pools[i].text, pools[i].summary, pools[i].hierarchical, pools[i].diverse)
+                 for i in pick]
+        messages, turns = concatenate(fresh, np.random.default_rng([cfg.seed, 4, s]), cfg.composition)
+        ids, labels = tokenize(tok, messages)
+        if len(ids) > cfg.target_tokens:
+            drops["samples:over_target_tokens"] += 1
+            continue
+        n_answer = sum(1 for x in labels if x != IGNORE)
+        kinds.update(t["kind"] for t in turns)
+        lengths.append(len(ids))
+        answers.append(n_answer)
+        rows.append({"conversations": messages, "meta": {"id": f"{out.name}-{s:06d}", "documents": [pools[i].doc_id for i in pick],
+                                                          "tokens": len(ids), "answer_tokens": n_answer, "turns": turns}})
+    drops = Counter({k: v for k, v in drops.items() if v})
+    if not rows:
+        raise ConfigError(f"out_dir: no conversation survived ({dict(drops)}); check the generator and target_tokens")
+
+    (out / MANIFEST).unlink(missing_ok=True)
+    shards = []
+    for b in range(0, len(rows), cfg.shard_samples):
+        name = f"shard-{b // cfg.shard_samples:05d}.jsonl"
+        atomic_write(out / name, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[b: b + cfg.shard_samples]))
+        shards.append(name)
+    for stale in out.glob("shard-*.jsonl"):
+        if stale.name not in shards:
+            stale.unlink()
+    qas = {"hierarchical": sum(len(pools[i].hierarchical) for i in used if pools[i]),
+           "diverse": sum(len(pools[i].diverse) for i in used if pools[i])}
+    manifest = {
+        "kind": "hqa", "schema_version": 1, "complete": True, "config_hash": cfg.config_hash(), "data_hash": identity,
+        "generator_fingerprint": gen.fingerprint, "prompts_hash": prompts.prompts_hash(), "tokenizer": cfg.tokenizer,
+        "tokenizer_fingerprint": tokenizer_fingerprint(tok), "shards": shards, "samples": len(rows),
+        "document_budget_tokens": budget,
+        "counts": {"documents_read": len(docs), "documents_usable": len(hierarchies), "documents_used": len(used),
+                   "qas_requested": {"hierarchical": len(used) * cfg.hierarchical_per_document,
+                                     "diverse": len(used) * cfg.diverse_per_document},
+                   "qas_generated": qas, "turns": dict(sorted(kinds.items())), "generator": gen.totals(),
+                   "tokens": {"total": sum(lengths), "answer": sum(answers), "max": max(lengths), "min": min(lengths)}},
+        "drops": dict(sorted(drops.items())), "config": cfg.model_dump(mode="json"),
+    }
+    atomic_write_json(out / MANIFEST, manifest)
+    return manifest
+
+
+def read_conversations(out_dir: str | Path) -> list[dict[str, Any]]:
+    m = read_manifest(out_dir)
+    if not m or not m.get("complete"):
+        raise ConfigError(f"data: {out_dir} holds no finished hqa synthesis (manifest.json); run `ctxbench data hqa` first")
+    rows = []
+    for name in m["shards"]:
+        with open(Path(out_dir) / name, encoding="utf-8") as f:
+            rows += [json.loads(line) for line in f if line.strip()]
+    return rows
