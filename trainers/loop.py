@@ -42,6 +42,7 @@ class HFTrainer:
     """Shared loop over transformers.Trainer; subclasses provide prepare_data() and data_collator()."""
 
     name: ClassVar[str] = "base"
+    staged: ClassVar[bool] = False  # True: the constructor takes stage= (train the stages up to and including it)
     config_cls: ClassVar[type[TrainerConfig]] = TrainerConfig
 
     def __init__(self, config: TrainerConfig, *, console: Any = None):

@@ -20,14 +20,12 @@ def train(
     stage: Optional[str] = typer.Option(None, help="staged trainers (hqa_sft): train the stages up to and including NAME"),
 ):
     """Train a model; writes an HF checkpoint that `ctxbench score --model DIR` scores, and logs losses to the store."""
-    import inspect
-
     from ctxbench.harness.core import registry
     from ctxbench.harness.core.errors import ConfigError
     from ctxbench.trainers.base import load_config
 
     cls = registry.get("trainer", method, field="METHOD")
-    staged = "stage" in inspect.signature(cls.__init__).parameters
+    staged = getattr(cls, "staged", False)
     if stage is not None and not staged:
         raise ConfigError(f"--stage: trainer {method!r} has no stages; drop --stage")
     cfg = load_config(cls.config_cls, config, store=str(store) if store else None,

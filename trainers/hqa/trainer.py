@@ -10,7 +10,6 @@ head applied only at those positions: 180K positions x a 128K vocabulary of logi
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import math
 from pathlib import Path
@@ -255,6 +254,7 @@ class HQASFTTrainer(StageTrainer):
     """Runs the stages in order (finished ones are skipped); train() returns the last stage's result."""
 
     config_cls = HQASFTConfig
+    staged = True
 
     def __init__(self, config: HQASFTConfig, *, console: Any = None, stage: str | None = None):
         super().__init__(config, console=console)
@@ -311,7 +311,3 @@ class HQASFTTrainer(StageTrainer):
                 self.console.print(f"[hqa_sft] stage {t.config.stage}: seq_len {t.config.seq_len:,}, base {t.base_name}")
             self.results.append(t.train(callbacks=callbacks, fresh=fresh))
         return self.results[-1]
-
-
-def accepts_stage(cls: type) -> bool:
-    return "stage" in inspect.signature(cls.__init__).parameters
