@@ -150,13 +150,27 @@ class RealDataTask(Task):
     def max_new_tokens(self) -> int:
         return self.args.max_new_tokens or self.official_max_new_tokens
 
+    def local_candidates(self) -> list[str]:
+        """Where the official file sits under data_dir (relative paths, first found wins)."""
+        return []
+
+    def local_path(self, data_dir: Path | None) -> Path | None:
+        return local_file(self.args.data_file, data_dir, self.local_candidates())
+
+    def data_files(self, ctx: GenContext) -> list[Path]:
+        path = self.local_path(ctx.data_dir)
+        return [path] if path is not None and path.is_file() else []
+
     def load(self, data_dir: Path | None) -> list[dict[str, Any]]:
-        """All examples, official order. Subclasses read the local file or the hub."""
+        """All examples, official order. Subclasses read the local file (local_path) or the hub."""
         raise NotImplementedError
 
     def records(self, ctx: GenContext | None = None) -> list[dict[str, Any]]:
         if self._records is None:
             rows = self.load(ctx.data_dir if ctx is not None else None)
+            if not rows:
+                where = self.local_path(ctx.data_dir if ctx is not None else None) or "the hub dataset"
+                raise ConfigError(f"{self.name}: {where} holds no examples; give the benchmark's official file")
             self._records = rows[: self.args.limit] if self.args.limit else rows
         return self._records
 

@@ -12,7 +12,7 @@ class EchoBackend:
     capabilities = frozenset({"generate"})
     batch_size = 8
 
-    def __init__(self, *, model: str, delay: float = 0.0, context_length: int = 1 << 30, **_: object):
+    def __init__(self, *, model: str, delay: float = 0.0, context_length: int = 1 << 30):
         from ctxbench.harness.core.models import load_tokenizer
 
         self.model = model
@@ -21,7 +21,7 @@ class EchoBackend:
         self.context_length = int(context_length)
 
     def info(self) -> dict:
-        return {"model": self.model, "delay": self.delay}
+        return {"model": self.model, "delay": self.delay, "context_length": self.context_length}
 
     def generate(self, requests: list[Request]) -> list[Prediction]:
         out = []

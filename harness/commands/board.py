@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ctxbench.harness.cli_common import out
+from ctxbench.harness.cli_common import out, writable_dir
 from ctxbench.harness.core.errors import ConfigError
 
 board_app = typer.Typer(help="Leaderboards from the results store: tables, curves, heatmaps.")
@@ -28,6 +28,7 @@ def board_build(
     from ctxbench.leaderboard import build_report
     from ctxbench.leaderboard.store_frame import examples, reported_frame, runs_frame
 
+    writable_dir(out_dir, "--out")
     measured = runs_frame(runs_dir, [r for r in runs.split(",") if r] if runs else None)
     df = pd.concat([x for x in (measured, reported_frame(runs_dir)) if not x.empty], ignore_index=True) if not (
         measured.empty and reported_frame(runs_dir).empty) else measured
@@ -54,6 +55,7 @@ def board_import(
     """Add published results (marked 'reported') so they sit in the same table as measured runs."""
     from ctxbench.leaderboard.store_frame import import_reported
 
+    writable_dir(runs_dir, "--store")
     n = import_reported(runs_dir, csv)
     out.print(f"imported {n} reported rows from {csv}")
 

@@ -12,7 +12,15 @@ from pydantic import Field, model_validator
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.fitting import fit_units
 from ctxbench.tasks.base import Task, TaskArgs, check_depths
-from ctxbench.tasks.haystacks import NOISE, essays_path, nearest_boundary, read_text_source, wonderwords_lists, word_haystack
+from ctxbench.tasks.haystacks import (
+    NOISE,
+    essay_files,
+    essays_path,
+    nearest_boundary,
+    read_text_source,
+    wonderwords_lists,
+    word_haystack,
+)
 
 TEMPLATE = (
     "Some special magic {type_v} are hidden within the following text. Make sure to memorize it. "
@@ -56,6 +64,9 @@ class Niah(Task):
     Args = NiahArgs
     category = "retrieval"
     summary = "needle in a haystack: {haystack} haystack, {key_type} keys -> {value_type}; {num_keys} keys, {num_values} values, {num_queries} queries"
+
+    def data_files(self, ctx: GenContext):
+        return essay_files(essays_path(self.args.essays, ctx.data_dir)) if self.args.haystack == "essay" else []
 
     def data_needs(self) -> str:
         return "pg_essays/ (Paul Graham essays; downloaded once if no --data-dir)" if self.args.haystack == "essay" else "none (generated)"

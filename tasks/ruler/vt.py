@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.fitting import fit_units
 from ctxbench.tasks.base import Task, TaskArgs, check_depths
-from ctxbench.tasks.haystacks import NOISE, essays_path, nearest_boundary, read_text_source, word_haystack
+from ctxbench.tasks.haystacks import NOISE, essay_files, essays_path, nearest_boundary, read_text_source, word_haystack
 
 TEMPLATE = (
     "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n{context}\n"
@@ -73,6 +73,9 @@ class VariableTracking(Task):
     Args = VtArgs
     category = "multi-hop tracing"
     summary = "variable tracking: {num_chains} chain(s) of {num_hops} hops hidden in {haystack}; return every variable bound to the value"
+
+    def data_files(self, ctx: GenContext):
+        return essay_files(essays_path(self.args.essays, ctx.data_dir)) if self.args.haystack == "essay" else []
 
     def data_needs(self) -> str:
         return "pg_essays/ (Paul Graham essays; downloaded once if no --data-dir)" if self.args.haystack == "essay" else "none (generated)"
