@@ -172,6 +172,9 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
     ctx = GenContext(backend.tokenizer, renderer, data_dir=plan.data_dir, verify=suite.verify)
     cells, external = plan_cells(suite, ctx, keep=plan.in_shard)
     check_lengths(cells, backend, suite.truncation)
+    for task in {id(c.task): c.task for c in cells if c.indices}.values():  # bad data: one line, before any write
+        if hasattr(task, "prepare"):
+            task.prepare(ctx)
 
     i, n = plan.shard
     store = RunStore(plan.out_dir, plan.run_id(), part=None if n == 1 else f"shard-{i}-of-{n}")

@@ -129,6 +129,10 @@ class Task:
         or a default place under data_dir, override this)."""
         return files_under((v for v in self.args_json().values() if isinstance(v, str)), dirs=False)
 
+    def prepare(self, ctx: GenContext) -> None:
+        """Read and check the data this task needs, before a run writes anything (bad data is one line, and no
+        half-made run directory). Kept in ctx's caches, so generation does not read it again. Default: nothing."""
+
     def samples_per_length(self, ctx: GenContext | None = None) -> int | None:
         """How many samples this task has per length; None = as many as the suite asks for."""
         return None

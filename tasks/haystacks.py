@@ -138,6 +138,18 @@ def word_haystack(text: str, tokenizer, fingerprint: str) -> WordHaystack:
     return WordHaystack(words, costs, cum, ends)
 
 
+def essay_haystack(ctx, essays: str | None) -> WordHaystack:
+    """The essays (a path, or data_dir/pg_essays) as a word haystack, read and measured once per context."""
+
+    def make() -> WordHaystack:
+        from ctxbench.harness.core.models import tokenizer_fingerprint
+
+        fp = ctx.cached(("fingerprint",), lambda: tokenizer_fingerprint(ctx.tokenizer))
+        return word_haystack(read_text_source(essays_path(essays, ctx.data_dir)), ctx.tokenizer, fp)
+
+    return ctx.cached(("essay", essays), make)
+
+
 @lru_cache(maxsize=1)
 def wonderwords_lists() -> dict[str, list[str]]:
     """wonderwords' nouns, adjectives and verbs (pinned version: the lists change between releases)."""

@@ -19,6 +19,7 @@ class BackendArgs(BaseModel):
 class EchoArgs(BackendArgs):
     delay: float = Field(0.0, ge=0, description="seconds to sleep per request (to test progress, interrupts and timeouts)")
     context_length: int = Field(1 << 30, ge=64, description="the context length to claim (to test length refusals)")
+    batch_size: int = Field(8, ge=1, description="requests per generate() call from the runner")
 
 
 class HFArgs(BackendArgs):

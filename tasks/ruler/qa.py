@@ -142,6 +142,16 @@ class QA(Task):
     category = "question answering"
     summary = "question answering over {dataset} paragraphs padded with distractor paragraphs"
 
+    def prepare(self, ctx: GenContext) -> None:
+        self._data(ctx)
+
+    def _data(self, ctx: GenContext) -> tuple[Path, QaData]:
+        path = self._path(ctx)
+        data: QaData = ctx.cached(("qa-data", self.args.dataset, str(path)), lambda: read_qa(self.args.dataset, path))
+        if not data.questions:
+            raise ConfigError(f"data_file: no usable questions in {path}; give the official file")
+        return path, data
+
     def data_files(self, ctx: GenContext):
         return [self._path(ctx)]
 
@@ -152,10 +162,7 @@ class QA(Task):
 
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext):
         a = self.args
-        path = self._path(ctx)
-        data: QaData = ctx.cached(("qa-data", a.dataset, str(path)), lambda: read_qa(a.dataset, path))
-        if not data.questions:
-            raise ConfigError(f"data_file: no usable questions in {path}")
+        path, data = self._data(ctx)
         doc_costs = self._doc_costs(ctx, data, path)
         order = ctx.cached(("qa-order", a.dataset, str(path), seed), lambda: self._question_order(len(data.questions), seed))
         qi = int(order[index % len(order)])
