@@ -36,7 +36,7 @@ from ctxbench.harness.core.progress import progress
 from ctxbench.harness.core.prompting import PromptRenderer
 from ctxbench.harness.core.provenance import versions
 from ctxbench.harness.core.redact import redact_all, url_secrets
-from ctxbench.harness.core.store import RunStore
+from ctxbench.harness.core.store import RunStore, error_reason
 from ctxbench.harness.core.types import Prediction, Request, RunRecord, Sample
 
 CHUNK_TOKENS = 1 << 23  # prompt tokens in flight per chunk (~32 MB of text): bounds memory, feeds vLLM large batches
@@ -237,11 +237,6 @@ def _score_cells(cells, done, backend, ctx, suite, store, outcome: RunOutcome, c
                         else:
                             outcome.done += 1
                     bar.advance(job, len(batch))
-
-
-def error_reason(error: str) -> str:
-    """A short, countable reason: the text before the first colon (e.g. 'HTTP 503', 'timeout')."""
-    return error.split(":", 1)[0].strip()[:60] or "error"
 
 
 def _run_external(tasks: list[Any], suite: Suite, backend, renderer, store: RunStore, console: Console) -> None:

@@ -25,7 +25,7 @@ import pandas as pd
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_write
-from ctxbench.harness.core.store import RunStore, list_runs
+from ctxbench.harness.core.store import RunStore, error_reason, list_runs
 
 REPORTED_DIR = "_reported"
 SCORE_COLUMNS = ["model", "run_id", "task", "category", "length", "depth", "index", "seed", "score", "position", "source",
@@ -140,7 +140,7 @@ def _cells(units: dict, pending: dict) -> pd.DataFrame:
             counts[cell]["done"] += 1
         else:
             counts[cell]["errored"] += 1
-            reasons[cell][str(row.get("error") or "error").split(":", 1)[0].strip()[:60]] += 1
+            reasons[cell][error_reason(str(row.get("error") or "error"))] += 1
     for (model, *_), (task, length) in pending.items():
         counts[(model, task, length)]["pending"] += 1
     rows = []

@@ -62,17 +62,27 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"data_file: cannot read {path} ({e.strerror or e})") from None
-    try:
-        if path.suffix == ".json":
+    if path.suffix == ".json":
+        try:
             data = json.loads(text)
-            data = data.get("data", data) if isinstance(data, dict) else data
-            if not isinstance(data, list):
-                raise ConfigError(f"data_file: {path} must hold a JSON list of records")
-            return data
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as e:
-        kind = "JSON" if path.suffix == ".json" else "JSON lines"
-        raise ConfigError(f"data_file: {path} is not valid {kind} (line {e.lineno}: {e.msg})") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"data_file: {path} is not valid JSON (line {e.lineno}: {e.msg})") from None
+        data = data.get("data", data) if isinstance(data, dict) else data
+        if not isinstance(data, list):
+            raise ConfigError(f"data_file: {path} must hold a JSON list of records")
+        return data
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"data_file: {path}:{number} is not a JSON object ({e.msg}); "
+                              "fix that line or give the official file") from None
+        if not isinstance(rows[-1], dict):
+            raise ConfigError(f"data_file: {path}:{number} is not a JSON object; give the official file")
+    return rows
 
 
 def local_file(data_file: str | None, data_dir: Path | None, candidates: Sequence[str]) -> Path | None:

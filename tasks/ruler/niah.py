@@ -48,6 +48,8 @@ class NiahArgs(TaskArgs):
     @model_validator(mode="after")
     def _check(self):
         check_depths(self.depths, max(self.num_keys, self.num_queries) * self.num_values, "needle")
+        if self.essays is not None and self.haystack != "essay":
+            raise ValueError(f"essays: only read with haystack: essay (this task's haystack is {self.haystack})")
         return self
 
 

@@ -52,6 +52,8 @@ class VtArgs(TaskArgs):
     @model_validator(mode="after")
     def _check(self):
         check_depths(self.depths, self.num_chains * (self.num_hops + 1), "chain statement")
+        if self.essays is not None and self.haystack != "essay":
+            raise ValueError(f"essays: only read with haystack: essay (this task's haystack is {self.haystack})")
         return self
 
 
