@@ -1,14 +1,13 @@
 """Every bad input is one line naming the file, line or key, exit 2, and nothing written (issue 10 §4).
 
-The cases run `ctxbench.harness.cli.main()` in this process (the CLI's own error handling, without paying a
-Python start-up per case); test_cli_errors.py and test_store.py drive real processes.
+The cases run the CLI's main() in this process (the `ctxbench` fixture); test_cli_errors.py and test_store.py
+drive real processes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,19 +15,6 @@ import pytest
 from ctxbench.harness.core.models import cache_dir
 
 GOOD = "name: t\nlengths: [512]\nsamples: 1\ntasks: [ruler/niah_single_1]\n"
-
-
-def run_main(args: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
-    from ctxbench.harness import cli
-
-    monkeypatch.setattr(sys, "argv", ["ctxbench", *args])
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def suite(tmp: Path, name: str, body: str) -> str:
@@ -171,7 +157,7 @@ CASE_NAMES = sorted(cases({k: "/x" for k in ("a_file", "corrupt.gguf", "truncate
 
 
 @pytest.mark.parametrize("case", CASE_NAMES)
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, files, tmp_path, capsys, monkeypatch, data_dir):
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, files, tmp_path, ctxbench, data_dir):
     argv, fragment = cases(files)[case]
     garbage_suite = suite(Path(files["tmp"]), "g.yaml", GOOD)
     if case == "garbage_record_resume":  # the run id this suite would get is the garbage run's
@@ -186,7 +172,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, files, tmp_path, 
         argv += ["--data-dir", str(data_dir)]
     datasets = cache_dir("datasets")
     before, cached = _files(tmp_path), _files(datasets)
-    code, stdout, stderr = run_main(argv, capsys, monkeypatch)
+    code, stdout, stderr = ctxbench(*argv)
     lines = [x for x in stderr.splitlines() if x.strip() and not x.startswith("warning:")]
     assert code == 2, (code, stderr[-2000:])
     assert len(lines) == 1 and lines[0].startswith("error: "), stderr[-2000:]
@@ -201,8 +187,8 @@ def test_the_matrix_is_large():
     assert len(CASE_NAMES) >= 60
 
 
-def test_bare_ctxbench_prints_help_and_version_exists(capsys, monkeypatch):
-    code, out, err = run_main([], capsys, monkeypatch)
+def test_bare_ctxbench_prints_help_and_version_exists(ctxbench):
+    code, out, err = ctxbench()
     assert code == 0 and "Usage" in out + err and "score" in out + err
-    code, out, _ = run_main(["--version"], capsys, monkeypatch)
+    code, out, _ = ctxbench("--version")
     assert code == 0 and out.startswith("ctxbench ")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 
 import pandas as pd
 
@@ -24,21 +23,8 @@ def doomed(prompt: str) -> bool:
     return int(hashlib.sha256(prompt.encode()).hexdigest(), 16) % 2 == 0
 
 
-def main(args, capsys, monkeypatch) -> tuple[int, str, str]:
-    from ctxbench.harness import cli
-
-    monkeypatch.setattr(sys, "argv", ["ctxbench", *args])
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as e:
-        code = e.code or 0
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_failed_samples_exit_3_are_marked_and_retried(stub_server, fault_proxy, smol_tokenizer, data_dir, tmp_path,
-                                                      capsys, monkeypatch):
+                                                      ctxbench):
     stub = stub_server()
     proxy = fault_proxy(stub.url, [])
     proxy.doom_where(lambda body: doomed(body.get("prompt", "")), 503)
@@ -58,12 +44,12 @@ def test_failed_samples_exit_3_are_marked_and_retried(stub_server, fault_proxy, 
     total = sum(fails.values())
     assert 0 < total < 8  # both kinds of sample, or the test proves nothing
 
-    code, out, err = main(argv, capsys, monkeypatch)
+    code, out, err = ctxbench(*argv)
     assert code == 3, err
     assert f"{total} samples failed (HTTP 503: {total}); rerun the same command to retry them" in err
     assert "failed" in out and "next: ctxbench board build" not in out  # the table marks them; no board suggested
 
-    code, _, err = main(["board", "build", "--store", str(store), "--out", str(tmp_path / "board")], capsys, monkeypatch)
+    code, _, err = ctxbench("board", "build", "--store", str(store), "--out", str(tmp_path / "board"))
     assert code == 0, err
     csv = pd.read_csv(tmp_path / "board" / "results.csv")
     cells = csv[csv["task"] == "niah/single"].set_index("length")
@@ -74,7 +60,7 @@ def test_failed_samples_exit_3_are_marked_and_retried(stub_server, fault_proxy, 
     assert f"! {max(fails.values())} failed" in md and "failed samples are not in the score" in md
 
     proxy.clear_doom()
-    code, out, err = main(argv, capsys, monkeypatch)
+    code, out, err = ctxbench(*argv)
     assert code == 0, err
     assert "next: ctxbench board build --store" in out
     (samples,) = store.glob("*/samples.jsonl")
