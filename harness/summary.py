@@ -26,7 +26,8 @@ def table(store: RunStore, *, title: str) -> Table:
             t.add_row(f"{r.task} @ {r.length}: {r.errored} failed, {r.pending} not run of {r.planned}")
         return t
     tasks = task_length_table(frames.scores, frames.cells)
-    avgs = length_averages(frames.scores, frames.cells)
+    long = frames.scores["length"] != 0  # short-context (lm-eval) tasks have no length axis to average over
+    avgs = length_averages(frames.scores[long], frames.cells[frames.cells["length"] != 0]) if long.any() else tasks.iloc[:0]
     lengths = sorted(int(x) for x in tasks["length"].unique())
     empties = frames.scores.groupby("task")["empty"].sum()
     t.add_column("task")
@@ -37,13 +38,14 @@ def table(store: RunStore, *, title: str) -> Table:
     for task in sorted(tasks["task"].unique()):
         row = [score_cell(cells.loc[(task, L)]) if (task, L) in cells.index else "—" for L in lengths]
         t.add_row(task, *row, str(int(empties.get(task, 0))))
-    t.add_section()
-    by_length = avgs.set_index("length")
-    first = avgs[avgs["mean"].notna()]
-    task_set = first["task_set"].iat[0] if len(first) else "withheld"
-    label = "average" if task_set == "all" else f"average ({task_set})"
-    t.add_row(label, *[score_cell(by_length.loc[L]) if L in by_length.index else "—" for L in lengths],
-              str(int(frames.scores["empty"].sum())), style="bold")
+    if not avgs.empty:
+        t.add_section()
+        by_length = avgs.set_index("length")
+        first = avgs[avgs["mean"].notna()]
+        task_set = first["task_set"].iat[0] if len(first) else "withheld"
+        label = "average" if task_set == "all" else f"average ({task_set})"
+        t.add_row(label, *[score_cell(by_length.loc[L]) if L in by_length.index else "—" for L in lengths],
+                  str(int(frames.scores["empty"].sum())), style="bold")
     legend = marks_legend([tasks, avgs])
     if legend:
         t.caption = " ".join(legend)

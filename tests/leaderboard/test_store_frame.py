@@ -120,3 +120,20 @@ def test_board_marks_partial_and_failed_cells_and_keeps_task_sets_equal(tmp_path
     # the provenance header names the runs, the fingerprints and the ctxbench commit that made them
     for text in ("r1", "r2", "dir:ffff", "abc123", "samples per cell: 4", "seeds: 42"):
         assert text in md, text
+
+
+def test_the_terminal_table_shows_n_marks_and_one_task_set(tmp_path):
+    from rich.console import Console
+
+    from ctxbench.harness.summary import table
+
+    plan = {"a": {"1024": 2, "2048": 2}, "b": {"1024": 2, "2048": 2}}
+    store = make_run(tmp_path, "r1", plan=plan, rows=[("a", 1024, 0, 1.0), ("a", 1024, 1, 1.0), ("b", 1024, 0, 0.0),
+                                                      ("b", 1024, 1, None, "p", "HTTP 503: x"), ("b", 2048, 0, 1.0)])
+    console = Console(record=True, width=200)
+    console.print(table(store, title="t"))
+    text = console.export_text()
+    assert "n=2 " in text or "n=2\n" in text or "n=2 │" in text  # a complete cell
+    assert "n=1/2 ! 1 failed" in text and "n=0/2 *" in text and "n=1/2 *" in text
+    assert "average (1 of 2 tasks (those scored at every length))" in text  # b only: a never ran at 2K
+    assert "incomplete: fewer samples scored than planned" in text and "failed samples are not in the score" in text
