@@ -243,7 +243,7 @@ def _tested(a: np.ndarray, b: np.ndarray, strata, rng) -> tuple:
 
 
 def paired_comparison(
-    df: pd.DataFrame, *, model_a: str, model_b: str, seed: int = 0, alpha: float = 0.05, **_ignored
+    df: pd.DataFrame, *, model_a: str, model_b: str, seed: int = 0, alpha: float = 0.05
 ) -> PairedComparison:
     """A − B over samples matched on (task, length, seed, index), with exact paired tests.
 

@@ -62,7 +62,8 @@ def results_csv(tasks: pd.DataFrame | None, avgs: pd.DataFrame | None, summary: 
     if tasks is not None and not tasks.empty:
         parts.append(_percent(tasks.assign(interval=tasks["method"])))
     if avgs is not None and not avgs.empty:
-        rows = avgs.merge(summary.drop(columns=["source", "claimed_length"], errors="ignore"), on="model", how="left")
+        per_model = summary.drop(columns=[c for c in summary.columns if c in avgs.columns and c != "model"])
+        rows = avgs.merge(per_model, on="model", how="left")
         rows = rows.assign(task=AVG_TASK, interval=rows["method"])
         for col in ("avg", "wavg_inc", "wavg_dec"):
             rows[col] = rows[col] * 100
@@ -76,7 +77,8 @@ def results_csv(tasks: pd.DataFrame | None, avgs: pd.DataFrame | None, summary: 
         if col not in out:
             out[col] = pd.NA
     out = out[CSV_COLUMNS]
-    for col in ("claimed_length", "effective_length", "effective_length_lower", "rank_avg", "rank_inc", "rank_dec"):
+    for col in ("n", "planned", "errored", "pending", "n_tasks", "n_tasks_all", "claimed_length", "effective_length",
+                "effective_length_lower", "rank_avg", "rank_inc", "rank_dec"):
         out[col] = pd.to_numeric(out[col], errors="coerce").round().astype("Int64")
     return out.to_csv(index=False, float_format="%.4f", lineterminator="\n")
 

@@ -215,7 +215,7 @@ def build_report(
     if df.empty:  # only short-context results: no length axis to report
         sections = [s for s in (provenance, short_section) if s is not None]
         results = {**base, "short_context": short_records}
-        return _write(out, title, head, sections, results, results_csv(None, None, None, _short_frame(short_records)))
+        return _write(out, title, head, sections, results, results_csv(None, None, None, _short_frame(short_records["tasks"])))
     tasks = task_length_table(df[df["task"] != AVG_TASK], long_cells, n_boot=n_boot, seed=seed, ci=ci)
     avgs = length_averages(df, long_cells, n_boot=n_boot, seed=seed, ci=ci)
     thr = resolve_threshold(avgs, threshold)
@@ -249,7 +249,7 @@ def build_report(
         "short_context": short_records,
     }
     report = _write(out, title, (*head, *preamble), sections, results,
-                    results_csv(tasks, avgs, summary, _short_frame(short_records)))
+                    results_csv(tasks, avgs, summary, _short_frame(short_records["tasks"])))
     write_ruler_summaries(out, df, tasks)
     return report
 
@@ -271,7 +271,8 @@ def _write(out: Path, title: str, preamble, sections, results: dict, csv: str) -
 
 def _short_frame(records: list[dict]) -> pd.DataFrame:
     """Short-context rows of results.csv: per task, length 0, in percent."""
-    df = pd.DataFrame(records, columns=["model", "task", "mean", "lo", "hi", "n"]).rename(columns={"mean": "score"})
+    df = pd.DataFrame(records, columns=["model", "task", "mean", "lo", "hi", "n", "planned", "errored", "status"])
+    df = df.rename(columns={"mean": "score"})
     df.insert(2, "length", 0)
     df["source"] = "measured"
     return df

@@ -115,6 +115,9 @@ def test_board_marks_partial_and_failed_cells_and_keeps_task_sets_equal(tmp_path
     csv = pd.read_csv(report.csv)
     a2k = csv[(csv["model"] == "Half") & (csv["task"] == "a") & (csv["length"] == 2048)].iloc[0]
     assert (a2k["n"], a2k["planned"], a2k["status"]) == (0, 4, "incomplete")
+    avg = csv[(csv["model"] == "Half") & (csv["task"] == "avg")].set_index("length")
+    assert avg.loc[2048, ["n", "planned", "errored", "n_tasks", "n_tasks_all"]].tolist() == [3, 4, 1, 1, 2]
+    assert avg.loc[2048, "status"] == "errored" and avg.loc[2048, "task_set"].startswith("1 of 2 tasks")
     summary = (tmp_path / "board" / "summary" / "Half" / "2048" / "summary.csv").read_text().splitlines()
     assert summary[0] == "0,1,2" and summary[1] == "Tasks,a,b" and summary[4] == "Samples,0/4,3/4" and summary[5] == "Failed,0,1"
     # the provenance header names the runs, the fingerprints and the ctxbench commit that made them
