@@ -13,9 +13,10 @@ from typing import Optional
 
 import typer
 
-from ctxbench.harness.cli_common import _data_dir, _ints, _kv, err, out
+from ctxbench.harness.cli_common import _data_dir, _ints, _kv, err, out, writable_dir
 from ctxbench.harness.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConfigError, CtxbenchError
 from ctxbench.harness.core.io import atomic_write
+from ctxbench.harness.core.redact import redact
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Measure how much of its context a language model can really use.")
@@ -65,6 +66,7 @@ def score(
 
     if samples is not None and samples < 1:
         raise ConfigError("--samples: must be at least 1")
+    writable_dir(store_dir, "--store")
     s = load_suite(suite, lengths=_ints(lengths, "--lengths"), samples=samples, template=template, truncation=truncation, seed=seed)
     s = select_tasks(s, tasks)
     args = _kv(backend_arg, "--backend-arg")
@@ -134,6 +136,9 @@ def generate(
         raise ConfigError("--verify: use full or first")
     if fmt not in ("ctxbench", "ruler"):
         raise ConfigError("--format: use ctxbench or ruler")
+    if out_file.is_dir():
+        raise ConfigError(f"--out: {out_file} is a directory; give a .jsonl file path")
+    writable_dir(out_file.parent, "--out")
     t = build_task(TaskSpec(task=task, args=_kv(arg, "--arg")), where="--task")
     tok = load_tokenizer(tokenizer)
     ctx = GenContext(tok, PromptRenderer(tok, template), data_dir=_data_dir(data_dir), verify=verify)
@@ -205,11 +210,26 @@ def _one_line_usage(e: Exception) -> tuple[str, int]:
     return f"error: {msg} (see {where} --help)", EXIT_USAGE
 
 
+def _warn_one_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings (a skipped corrupt line, a rebuilt cache entry) as one line each, without the source excerpt."""
+    err.print(f"warning: {' '.join(str(message).split())}", highlight=False, soft_wrap=True, markup=False)
+
+
 def main() -> None:
+    import warnings
+
+    warnings.showwarning = _warn_one_line
     try:
         code = app(standalone_mode=False)  # typer.Exit(n) comes back as a return value here
     except CtxbenchError as e:
-        err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
+        err.print(f"error: {redact(e)}", highlight=False, soft_wrap=True, markup=False)
+        sys.exit(EXIT_USAGE)
+    except OSError as e:  # a path the user gave cannot be read or written (permissions, a full disk, a file as a dir)
+        if e.filename is None:
+            raise
+        where = f"{e.filename} -> {e.filename2}" if e.filename2 else str(e.filename)
+        err.print(f"error: {where}: {e.strerror or e}; check the path and its permissions", highlight=False,
+                  soft_wrap=True, markup=False)
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
         err.print("interrupted; rerun the same command to resume", highlight=False)

@@ -38,6 +38,19 @@ def _kv(items: list[str], field: str) -> dict:
     return outd
 
 
+def writable_dir(path: Path, field: str) -> Path:
+    """Refuse, before any work, an output directory that sits under a file (or is one)."""
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                what = "is" if p == path else f"is under {p}, which is"
+                raise ConfigError(f"{field}: {path} {what} a file, not a directory; choose another path")
+            if not os.access(p, os.W_OK | os.X_OK):
+                raise ConfigError(f"{field}: {p} is not writable; choose another path")
+            break
+    return path
+
+
 def _data_dir(value: Optional[Path]) -> Optional[Path]:
     value = value or (Path(os.environ["CTXBENCH_DATA_DIR"]) if os.environ.get("CTXBENCH_DATA_DIR") else None)
     if value is not None and not value.is_dir():

@@ -35,7 +35,8 @@ from ctxbench.harness.core.models import tokenizer_fingerprint, weights_fingerpr
 from ctxbench.harness.core.progress import progress
 from ctxbench.harness.core.prompting import PromptRenderer
 from ctxbench.harness.core.provenance import versions
-from ctxbench.harness.core.store import RunStore
+from ctxbench.harness.core.redact import redact_all, url_secrets
+from ctxbench.harness.core.store import RunStore, error_reason
 from ctxbench.harness.core.types import Prediction, Request, RunRecord, Sample
 
 CHUNK_TOKENS = 1 << 23  # prompt tokens in flight per chunk (~32 MB of text): bounds memory, feeds vLLM large batches
@@ -144,6 +145,9 @@ def request(s: Sample) -> Request:
 
 
 def build_backend(plan: RunPlan, truncation: str) -> Any:
+    for key, flag in (("model", "--model"), ("truncation", "--truncation")):
+        if key in plan.backend_args:
+            raise ConfigError(f"backend_args.{key}: set it with {flag}, not as a backend argument")
     return registry.get("backend", plan.backend, field="backend")(model=plan.model, truncation=truncation, **plan.backend_args)
 
 
@@ -168,6 +172,9 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
     ctx = GenContext(backend.tokenizer, renderer, data_dir=plan.data_dir, verify=suite.verify)
     cells, external = plan_cells(suite, ctx, keep=plan.in_shard)
     check_lengths(cells, backend, suite.truncation)
+    for task in {id(c.task): c.task for c in cells if c.indices}.values():  # bad data: one line, before any write
+        if hasattr(task, "prepare"):
+            task.prepare(ctx)
 
     i, n = plan.shard
     store = RunStore(plan.out_dir, plan.run_id(), part=None if n == 1 else f"shard-{i}-of-{n}")
@@ -178,17 +185,19 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
                 for path in store.dir.glob("lmeval_results.json"):
                     path.unlink()
         now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        secrets = [s for v in plan.backend_args.values() if isinstance(v, str) for s in url_secrets(v)]
+        command = redact_all(sys.argv, secrets)  # no URL password or token reaches the record
         planned: dict[str, dict[str, int]] = {}
         for c in cells:
             planned.setdefault(c.task.name, {})[str(c.length)] = c.planned
         record = RunRecord(
             run_id=plan.run_id(), created=now, suite=suite.name, suite_config=suite.model_dump(mode="json"), model=plan.model,
-            backend=getattr(backend, "name", plan.backend), backend_args={**plan.backend_args, **backend.info()},
+            backend=getattr(backend, "name", plan.backend), backend_args=redact_all({**plan.backend_args, **backend.info()}, secrets),
             tokenizer=str(getattr(backend.tokenizer, "name_or_path", "")), tokenizer_fingerprint=tokenizer_fingerprint(backend.tokenizer),
-            template=renderer.template, seed=suite.seed, truncation=suite.truncation, versions=versions(), command=sys.argv,
+            template=renderer.template, seed=suite.seed, truncation=suite.truncation, versions=versions(), command=command,
             label=plan.label or plan.model, model_fingerprint=model_fingerprint(backend, plan.model),
             plan=planned, external=[t.name for t in external])
-        store.begin(record, {"started": now, "shard": f"{i}/{n}", "command": sys.argv, "versions": record.versions,
+        store.begin(record, {"started": now, "shard": f"{i}/{n}", "command": command, "versions": record.versions,
                              "host": platform.node()})
         done = store.done_ids()
         outcome = RunOutcome(store, planned=sum(len(c.indices) for c in cells))
@@ -228,11 +237,6 @@ def _score_cells(cells, done, backend, ctx, suite, store, outcome: RunOutcome, c
                         else:
                             outcome.done += 1
                     bar.advance(job, len(batch))
-
-
-def error_reason(error: str) -> str:
-    """A short, countable reason: the text before the first colon (e.g. 'HTTP 503', 'timeout')."""
-    return error.split(":", 1)[0].strip()[:60] or "error"
 
 
 def _run_external(tasks: list[Any], suite: Suite, backend, renderer, store: RunStore, console: Console) -> None:

@@ -2,7 +2,7 @@
 
 Each method runs synthesize -> train -> score, every step resumable and skipped once complete (state.json
 keys each finished step by the hash of its inputs), then one leaderboard report compares every method
-with the baseline by paired bootstrap over matched samples. Scoring runs are labelled with the method
+with the baseline by exact paired tests over matched samples. Scoring runs are labelled with the method
 name (RunPlan.label -> record "label"), which is how harness.board.runs_frame names them.
 """
 
@@ -264,6 +264,7 @@ def _report(study: StudyConfig, results: list[MethodResult], root: Path):
     from ctxbench.leaderboard import build_report
     from ctxbench.leaderboard.render import Section, Table, render_markdown
     from ctxbench.leaderboard.store_frame import examples, runs_frame
+    from ctxbench.leaderboard.tables import ci_text, comparison_text
 
     df = runs_frame(root / "runs", [r.score_run for r in results])
     comparisons = [(r.name, study.baseline) for r in results if r.name != study.baseline]
@@ -273,17 +274,16 @@ def _report(study: StudyConfig, results: list[MethodResult], root: Path):
     deltas = {c["model_a"]: c for c in res["comparisons"]}
     rows = []
     for r in results:
-        by_len = "; ".join(f"{x['length']}: {x['mean']:.1f} [{x['lo']:.1f}, {x['hi']:.1f}]"
-                           for x in res["lengths"] if x["model"] == r.name)
+        by_len = "; ".join(f"{x['length']}: {ci_text(x)}" for x in res["lengths"] if x["model"] == r.name)
         d = deltas.get(r.name)
-        delta = f"{d['overall']:+.1f} [{d['overall_lo']:+.1f}, {d['overall_hi']:+.1f}]" if d else "baseline"
+        delta = comparison_text(d) if d else "baseline"
         rows.append((r.name, f"{r.train_tokens:,}", _fmt(r.train_loss), _fmt(r.eval_loss), by_len, delta))
     table = Table(("method", "tokens trained", "final train loss", "final val loss", "score by length [95% CI]",
-                   f"Δ vs {study.baseline} [95% CI]"), tuple(rows))
+                   f"Δ vs {study.baseline} (exact paired test)"), tuple(rows))
     notes = (f"{study.description}" if study.description else f"Study {study.name}.",
              f"Budget {study.budget_tokens:,} tokens per method at {study.seq_len} tokens per sequence; base model "
              f"{study.base_model if isinstance(study.base_model, str) else 'from config'}. Scores are percentages; Δ is the "
-             "paired-bootstrap mean difference over matched samples. Validation losses are on each method's own held-out "
+             "mean difference over matched samples, with an exact paired test (sign test or sign-flip permutation). Validation losses are on each method's own held-out "
              "packed sequences, so they compare packings only loosely. Full report: report/leaderboard.md, report/index.html.")
     summary = root / "study.md"
     atomic_write(summary, render_markdown(f"Study: {study.name}", [Section("Methods", tables=(table,))], preamble=notes))

@@ -1,33 +1,52 @@
-"""The task × length table printed at the end of `ctxbench score`."""
+"""The task × length table printed at the end of `ctxbench score`.
+
+It is built by the board's own code (leaderboard.store_frame, leaderboard.aggregate), so the terminal and the
+board agree: every cell shows its interval and n, incomplete and failed cells are marked, and the average row is
+taken over the tasks scored at every length (and says so when that is fewer than all).
+"""
 
 from __future__ import annotations
 
-import pandas as pd
 from rich.table import Table
 
 from ctxbench.harness.core.store import RunStore
 
 
-def frame(store: RunStore) -> pd.DataFrame:
-    rows = [r for r in store.latest().values() if r.get("score") is not None]
-    return pd.DataFrame(rows)
-
-
 def table(store: RunStore, *, title: str) -> Table:
-    df = frame(store)
+    from ctxbench.leaderboard.aggregate import length_averages, task_length_table
+    from ctxbench.leaderboard.frame import format_length
+    from ctxbench.leaderboard.store_frame import store_frames
+    from ctxbench.leaderboard.tables import marks_legend, score_cell
+
+    frames = store_frames([store])
     t = Table(title=title, show_lines=False)
-    if df.empty:
+    if frames.scores.empty:
         t.add_column("no scored samples")
+        for r in frames.cells.itertuples():
+            t.add_row(f"{r.task} @ {r.length}: {r.errored} failed, {r.pending} not run of {r.planned}")
         return t
-    scores = df.pivot_table(index="task", columns="length", values="score", aggfunc="mean") * 100
-    empties = df.groupby("task")["empty"].sum()
-    lengths = list(scores.columns)
+    tasks = task_length_table(frames.scores, frames.cells)
+    long = frames.scores["length"] != 0  # short-context (lm-eval) tasks have no length axis to average over
+    avgs = length_averages(frames.scores[long], frames.cells[frames.cells["length"] != 0]) if long.any() else tasks.iloc[:0]
+    lengths = sorted(int(x) for x in tasks["length"].unique())
+    empties = frames.scores.groupby("task")["empty"].sum()
     t.add_column("task")
-    for L in lengths:
-        t.add_column(str(L), justify="right")
+    for length in lengths:
+        t.add_column(format_length(length), justify="right")
     t.add_column("empty", justify="right")
-    for task, row in scores.iterrows():
-        t.add_row(task, *[f"{v:.1f}" if v == v else "-" for v in row], str(int(empties.get(task, 0))))
-    t.add_section()
-    t.add_row("average", *[f"{scores[L].mean():.1f}" for L in lengths], str(int(df["empty"].sum())), style="bold")
+    cells = tasks.set_index(["task", "length"])
+    for task in sorted(tasks["task"].unique()):
+        row = [score_cell(cells.loc[(task, L)]) if (task, L) in cells.index else "—" for L in lengths]
+        t.add_row(task, *row, str(int(empties.get(task, 0))))
+    if not avgs.empty:
+        t.add_section()
+        by_length = avgs.set_index("length")
+        first = avgs[avgs["mean"].notna()]
+        task_set = first["task_set"].iat[0] if len(first) else "withheld"
+        label = "average" if task_set == "all" else f"average ({task_set})"
+        t.add_row(label, *[score_cell(by_length.loc[L]) if L in by_length.index else "—" for L in lengths],
+                  str(int(frames.scores["empty"].sum())), style="bold")
+    legend = marks_legend([tasks, avgs])
+    if legend:
+        t.caption = " ".join(legend)
     return t

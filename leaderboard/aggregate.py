@@ -1,9 +1,10 @@
-"""Aggregate per-sample scores into RULER-style tables with bootstrap intervals.
+"""Aggregate per-sample scores into RULER-style tables, with intervals and tests from :mod:`leaderboard.stats`.
 
-All scores stay on the 0..1 scale here; only rendering multiplies by 100.
-Reported (paper) rows have no samples, so they pass through with NaN intervals.
-Threshold and ranking helpers live in :mod:`leaderboard.ranking` and are
-re-exported here so callers find every table builder in one module.
+All scores stay on the 0..1 scale here; only rendering multiplies by 100. Every cell carries its n and, when the
+store's plan is given (`cells`), its planned, errored and pending samples. A model's score at a length is the mean
+of its task means over the tasks it has scores for at EVERY one of its lengths (its common task set), so a length
+is never averaged over a different set of tasks than another; the set is recorded with each row. Reported
+(paper) rows have no samples, so they pass through without intervals.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .bootstrap import boot_means, cell_rng, percentile_ci, stratified_boot_means
+from .bootstrap import cell_rng
 from .frame import AVG_TASK, normalise
 from .ranking import effective_length, resolve_threshold, weighted_averages
+from .stats import holm, mean_interval, paired_test, stratified_interval, verdict
 
 __all__ = [
     "PairedComparison",
     "category_table",
+    "common_tasks",
     "depth_length_matrix",
     "effective_length",
     "length_averages",
@@ -32,111 +35,144 @@ __all__ = [
 ]
 
 NAN = float("nan")
+CELL_COUNTS = ("planned", "errored", "pending")
 
 
-def _cell_stats(
-    df: pd.DataFrame, keys: list[str], *, n_boot: int, seed: int, ci: float
-) -> pd.DataFrame:
-    """Mean and percentile-bootstrap CI of ``score`` per group of ``keys``."""
+def _cell_stats(df: pd.DataFrame, keys: list[str], *, n_boot: int, seed: int, ci: float) -> pd.DataFrame:
+    """Mean and interval of ``score`` per group of ``keys`` (binomial for 0/1 scores, bootstrap or "n too small")."""
     rows = []
     for key, group in df.groupby(keys, sort=True):
         values = group["score"].to_numpy(dtype=float)
         source = group["source"].iat[0]
         if source == "reported":
-            lo, hi, n = NAN, NAN, 0
-        else:
-            draws = boot_means(values, n_boot=n_boot, rng=cell_rng(seed, *key))
-            (lo, hi), n = percentile_ci(draws, ci=ci), values.size
-        rows.append((*key, float(values.mean()), lo, hi, n, source))
-    return pd.DataFrame(rows, columns=[*keys, "mean", "lo", "hi", "n", "source"])
+            rows.append((*key, float(values.mean()), NAN, NAN, 0, "reported", source))
+            continue
+        iv = mean_interval(values, level=ci, n_boot=n_boot, rng=cell_rng(seed, *key))
+        rows.append((*key, iv.mean, iv.lo, iv.hi, iv.n, iv.method, source))
+    return pd.DataFrame(rows, columns=[*keys, "mean", "lo", "hi", "n", "method", "source"])
+
+
+def status(n: int, errored: int, pending: int, source: str = "measured") -> str:
+    """A cell's state: reported, errored (some samples failed), incomplete (some never ran) or complete."""
+    if source == "reported":
+        return "reported"
+    return "errored" if errored else "incomplete" if pending else "complete"
 
 
 def task_length_table(
-    df: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+    df: pd.DataFrame, cells: pd.DataFrame | None = None, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
 ) -> pd.DataFrame:
-    """Mean score per (model, task, length) with a bootstrap CI over samples.
+    """Mean score per (model, task, length) with its interval, n, and (from `cells`) planned/errored/pending.
 
-    ``n`` is the number of samples behind the mean (0 for reported rows).
+    Cells that were planned but have no scored sample appear with a NaN mean, so they are never silently absent.
     """
     df = normalise(df)
-    return _cell_stats(df, ["model", "task", "length"], n_boot=n_boot, seed=seed, ci=ci)
+    out = _cell_stats(df, ["model", "task", "length"], n_boot=n_boot, seed=seed, ci=ci)
+    if cells is not None and not cells.empty:
+        cols = ["model", "task", "length", *CELL_COUNTS, "errors"]
+        out = out.merge(cells[cols], on=["model", "task", "length"], how="outer")
+        out["n"] = out["n"].fillna(0).astype(int)
+        out["source"] = out["source"].fillna("measured")
+        out["method"] = out["method"].fillna("no scored sample")
+    for col in CELL_COUNTS:
+        if col not in out:
+            out[col] = out["n"] if col == "planned" else 0
+        out[col] = out[col].fillna(out["n"] if col == "planned" else 0).astype(int)
+    if "errors" not in out:
+        out["errors"] = ""
+    out["errors"] = out["errors"].fillna("")
+    out["status"] = [status(r.n, r.errored, r.pending, r.source) for r in out.itertuples()]
+    return out.sort_values(["model", "task", "length"]).reset_index(drop=True)
+
+
+def common_tasks(table: pd.DataFrame) -> dict[str, tuple[set[str], set[str]]]:
+    """Per measured model: (tasks with a score at every length where it has any score, all its tasks).
+
+    A length with no score at all (a run stopped before it) does not empty the set: it is shown as not run."""
+    out = {}
+    for model, rows in table[table["source"] == "measured"].groupby("model"):
+        scored = rows[rows["n"] > 0]
+        per_length = [set(scored.loc[scored["length"] == L, "task"]) for L in sorted(scored["length"].unique())]
+        out[model] = (set.intersection(*per_length) if per_length else set(), set(rows["task"]))
+    return out
 
 
 def length_averages(
-    df: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+    df: pd.DataFrame, cells: pd.DataFrame | None = None, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
 ) -> pd.DataFrame:
-    """A model's score at each length: the unweighted mean of its task means (as RULER).
+    """A model's score at each length: the unweighted mean of its task means over its common task set (as RULER).
 
-    The CI resamples samples within each task independently (stratified
-    bootstrap), so every task keeps equal weight in every replicate. Reported
-    ``avg`` rows are passed through unchanged; reported per-task rows are
-    averaged like measured ones but get no CI.
+    `task_set` says whether that is every task of the model ("all") or fewer ("k of K tasks scored at every
+    length"); with no common task it is withheld (NaN) and `note` says why. The interval is
+    stats.stratified_interval; `planned`/`errored`/`pending` count the samples of the averaged cells. Reported
+    ``avg`` rows pass through; reported per-task rows are averaged like measured ones but get no interval.
     """
     df = normalise(df)
+    table = task_length_table(df, cells, n_boot=n_boot, seed=seed, ci=ci)
+    common = common_tasks(table)
     rows = []
-    for (model, length), group in df.groupby(["model", "length"], sort=True):
+    for (model, length), group in table.groupby(["model", "length"], sort=True):
+        scores = df[(df["model"] == model) & (df["length"] == length)]
         source = group["source"].iat[0]
-        runs = ",".join(sorted(set(group["run_id"]) - {""}))
-        claimed = group["claimed_length"].max()
-        avg_rows = group[group["task"] == AVG_TASK]
-        if source == "reported" and len(avg_rows):
-            mean, lo, hi, n_tasks, n = float(avg_rows["score"].mean()), NAN, NAN, 0, 0
+        claimed = scores["claimed_length"].max() if len(scores) else NAN
+        runs = ",".join(sorted(set(scores["run_id"]) - {""}))
+        base = dict(model=model, length=length, source=source, claimed_length=claimed, run_ids=runs)
+        if source == "reported":
+            avg = scores[scores["task"] == AVG_TASK]
+            use = avg if len(avg) else scores
+            mean = float(avg["score"].mean()) if len(avg) else float(use.groupby("task")["score"].mean().mean())
+            rows.append({**base, "mean": mean, "lo": NAN, "hi": NAN, "method": "reported", "n_tasks": 0, "n_tasks_all": 0,
+                         "n": 0, "planned": 0, "errored": 0, "pending": 0, "status": "reported", "task_set": "reported",
+                         "task_set_key": "reported", "note": ""})
+            continue
+        keep, every = common[model]
+        task_set = "all" if keep == every else f"{len(keep)} of {len(every)} tasks (those scored at every length)"
+        if not int(group["n"].sum()):
+            keep, note = set(), "not run: no scored sample at this length"
         else:
-            strata = [g.to_numpy(dtype=float) for _, g in group.groupby("task")["score"]]
-            mean = float(np.mean([s.mean() for s in strata]))
-            n_tasks, n = len(strata), int(sum(s.size for s in strata))
-            if source == "reported":
-                lo, hi, n = NAN, NAN, 0
-            else:
-                draws = stratified_boot_means(
-                    strata, n_boot=n_boot, rng=cell_rng(seed, model, length)
-                )
-                lo, hi = percentile_ci(draws, ci=ci)
-        rows.append((model, length, mean, lo, hi, n_tasks, n, source, claimed, runs))
-    columns = [
-        "model",
-        "length",
-        "mean",
-        "lo",
-        "hi",
-        "n_tasks",
-        "n",
-        "source",
-        "claimed_length",
-        "run_ids",
-    ]
+            note = "" if keep else "withheld: no task has a score at every length"
+        in_set = group[group["task"].isin(keep)] if keep else group
+        strata = [scores.loc[scores["task"] == t, "score"].to_numpy(dtype=float) for t in sorted(keep)]
+        iv = stratified_interval(strata, level=ci, n_boot=n_boot, rng=cell_rng(seed, model, length))
+        counts = {c: int(in_set[c].sum()) for c in CELL_COUNTS}
+        rows.append({**base, "mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "method": iv.method, "n_tasks": len(keep),
+                     "n_tasks_all": len(every), "n": iv.n, **counts,
+                     "status": status(iv.n, counts["errored"], counts["pending"]) if keep else note.split(":")[0],
+                     "task_set": task_set, "task_set_key": ",".join(sorted(keep)), "note": note})
+    columns = ["model", "length", "mean", "lo", "hi", "method", "n_tasks", "n_tasks_all", "n", "planned", "errored",
+               "pending", "status", "task_set", "task_set_key", "note", "source", "claimed_length", "run_ids"]
     return pd.DataFrame(rows, columns=columns)
 
 
 def category_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per-model, per-category mean score at each length, plus an ``avg`` column.
 
-    A category's score at a length is the mean of its task means (each task
-    weighs equally); ``avg`` is the mean over the lengths the model was
-    evaluated at. Rows are indexed by (model, category); columns are the
-    integer lengths followed by ``"avg"``. Rows without a category (and
-    reported ``avg`` rows) are left out.
+    Only each model's common task set is used (tasks scored at every one of its lengths), so a category's
+    lengths average the same tasks. A category's score at a length is the mean of its task means; ``avg`` is the
+    mean over the lengths. Rows without a category (and reported ``avg`` rows) are left out.
     """
     df = normalise(df)
     df = df[df["category"].notna() & (df["task"] != AVG_TASK)]
     if df.empty:
         return pd.DataFrame(index=pd.MultiIndex.from_tuples([], names=["model", "category"]))
+    per_length = df.groupby(["model", "length"])["task"].agg(set)
+    keep = {m: set.intersection(*s) for m, s in per_length.groupby(level="model")}
+    df = df[[t in keep[m] for m, t in zip(df["model"], df["task"])]]
+    if df.empty:
+        return pd.DataFrame(index=pd.MultiIndex.from_tuples([], names=["model", "category"]))
     task_means = df.groupby(["model", "category", "length", "task"])["score"].mean()
-    per_length = task_means.groupby(level=["model", "category", "length"]).mean()
-    table = per_length.unstack("length").sort_index(axis=1)
+    per_cat = task_means.groupby(level=["model", "category", "length"]).mean()
+    table = per_cat.unstack("length").sort_index(axis=1)
     table.columns = [int(c) for c in table.columns]
     table["avg"] = table.mean(axis=1, skipna=True)
     return table
 
 
-def depth_length_matrix(
-    df: pd.DataFrame, task: str, *, bins: Sequence[float] | None = None
-) -> pd.DataFrame:
+def depth_length_matrix(df: pd.DataFrame, task: str, *, bins: Sequence[float] | None = None) -> pd.DataFrame:
     """Mean accuracy per (model, depth) row and length column for one grid task.
 
-    Depths are snapped to the nearest of ``bins`` when given (the depths the
-    grid asked for), otherwise rounded to whole percent, so float noise in
-    recorded depths does not split cells.
+    Depths are snapped to the nearest of ``bins`` when given (the depths the grid asked for), otherwise rounded
+    to whole percent, so float noise in recorded depths does not split cells.
     """
     df = normalise(df)
     df = df[(df["task"] == task) & df["depth"].notna()].copy()
@@ -148,21 +184,17 @@ def depth_length_matrix(
         df["depth"] = centres[np.abs(depth[:, None] - centres[None, :]).argmin(axis=1)]
     else:
         df["depth"] = np.rint(depth)
-    table = df.pivot_table(
-        index=["model", "depth"], columns="length", values="score", aggfunc="mean"
-    )
+    table = df.pivot_table(index=["model", "depth"], columns="length", values="score", aggfunc="mean")
     table.columns = [int(c) for c in table.columns]
     return table.sort_index()
 
 
-def position_curve(
-    df: pd.DataFrame, task: str, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
-) -> pd.DataFrame:
-    """Accuracy by gold ``position`` per model for one task, with bootstrap CIs."""
+def position_curve(df: pd.DataFrame, task: str, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95) -> pd.DataFrame:
+    """Accuracy by gold ``position`` per model for one task, with intervals."""
     df = normalise(df)
     df = df[(df["task"] == task) & df["position"].notna()].copy()
     if df.empty:
-        return pd.DataFrame(columns=["model", "position", "mean", "lo", "hi", "n", "source"])
+        return pd.DataFrame(columns=["model", "position", "mean", "lo", "hi", "n", "method", "source"])
     df["position"] = df["position"].astype(np.int64)
     return _cell_stats(df, ["model", "position"], n_boot=n_boot, seed=seed, ci=ci)
 
@@ -171,8 +203,9 @@ def position_curve(
 class PairedComparison:
     """Result of :func:`paired_comparison`; differences are A − B on the 0..1 scale.
 
-    ``cells`` has one row per (task, length); ``by_length`` averages tasks
-    (each equally) per length; ``overall`` averages all (task, length) cells.
+    ``cells`` has one row per (task, length), ``by_length`` one per length (tasks weigh equally), each with its
+    pairs, discordant pairs, exact p-value and the Holm-adjusted one; ``overall`` weighs (task, length) cells
+    equally. ``verdict`` says in words whether the overall difference is significant.
     """
 
     model_a: str
@@ -180,12 +213,17 @@ class PairedComparison:
     cells: pd.DataFrame
     by_length: pd.DataFrame
     overall: float
-    overall_lo: float
-    overall_hi: float
+    p_value: float
+    method: str
     n_pairs: int
+    n_discordant: int
     n_unmatched_a: int
     n_unmatched_b: int
-    ci: float
+    verdict: str
+    alpha: float = 0.05
+
+
+PAIR_KEY = ["task", "length", "seed", "index"]  # the seed is part of a sample's identity: its needles depend on it
 
 
 def _sample_scores(df: pd.DataFrame, model: str) -> pd.Series:
@@ -194,71 +232,49 @@ def _sample_scores(df: pd.DataFrame, model: str) -> pd.Series:
         raise ValueError(f"paired comparison: no rows for model {model!r}")
     rows = rows[rows["source"] == "measured"]
     if rows.empty:
-        raise ValueError(
-            f"paired comparison: model {model!r} has only reported rows (no per-sample scores)"
-        )
-    # Repeated runs of the same sample are averaged so each sample pairs once.
-    return rows.groupby(["task", "length", "index"])["score"].mean()
+        raise ValueError(f"paired comparison: model {model!r} has only reported rows (no per-sample scores)")
+    # the same sample rendered twice (another template) is averaged so each sample pairs once
+    return rows.groupby(PAIR_KEY)["score"].mean()
+
+
+def _tested(a: np.ndarray, b: np.ndarray, strata, rng) -> tuple:
+    t = paired_test(a, b, strata=strata, rng=rng)
+    return t.n_pairs, t.n_discordant, t.diff, t.p_value
 
 
 def paired_comparison(
-    df: pd.DataFrame,
-    *,
-    model_a: str,
-    model_b: str,
-    n_boot: int = 2000,
-    seed: int = 0,
-    ci: float = 0.95,
+    df: pd.DataFrame, *, model_a: str, model_b: str, seed: int = 0, alpha: float = 0.05
 ) -> PairedComparison:
-    """Mean difference A − B over samples matched on (task, length, index).
+    """A − B over samples matched on (task, length, seed, index), with exact paired tests.
 
-    Pairing removes the per-sample difficulty both models share, so the
-    interval is much tighter than comparing two independent CIs. Samples
-    present for only one model are dropped and counted.
+    Each cell gets the exact sign test (binary scores) or sign-flip permutation test (continuous); each length
+    and the overall difference are tested with cells as strata (each weighs equally). Per-cell and per-length
+    p-values are Holm-adjusted within their family. Samples present for only one model are dropped and counted.
     """
     df = normalise(df)
     a, b = _sample_scores(df, model_a), _sample_scores(df, model_b)
     joined = pd.concat({"a": a, "b": b}, axis=1, join="inner")
     if joined.empty:
-        raise ValueError(
-            f"paired comparison: {model_a!r} and {model_b!r} share no (task, length, index) samples"
-        )
-    diffs = (joined["a"] - joined["b"]).rename("d")
-    strata = {key: g.to_numpy(dtype=float) for key, g in diffs.groupby(level=["task", "length"])}
-
-    cell_rows, draws_by_cell = [], {}
-    for (task, length), d in strata.items():
-        draws = boot_means(d, n_boot=n_boot, rng=cell_rng(seed, model_a, model_b, task, length))
-        draws_by_cell[(task, length)] = draws
-        cell_rows.append((task, length, d.size, float(d.mean()), *percentile_ci(draws, ci=ci)))
-    cells = pd.DataFrame(cell_rows, columns=["task", "length", "n", "diff", "lo", "hi"])
-
-    # Cell replicates are independent, so averaging them gives stratified replicates.
+        raise ValueError(f"paired comparison: {model_a!r} and {model_b!r} share no (task, length, seed, index) samples")
+    keys = joined.index.to_frame(index=False)
+    cell_key = list(zip(keys["task"], keys["length"]))
+    cell_rows = []
+    for (task, length), g in joined.groupby(level=["task", "length"], sort=True):
+        rng = cell_rng(seed, model_a, model_b, task, length)
+        cell_rows.append((task, length, *_tested(g["a"].to_numpy(), g["b"].to_numpy(), None, rng)))
+    cells = pd.DataFrame(cell_rows, columns=["task", "length", "n", "n_discordant", "diff", "p"])
+    cells["p_holm"] = holm(cells["p"].tolist())
     length_rows = []
-    for length, group in cells.groupby("length", sort=True):
-        draws = np.mean([draws_by_cell[(t, length)] for t in group["task"]], axis=0)
-        length_rows.append(
-            (
-                length,
-                len(group),
-                int(group["n"].sum()),
-                float(group["diff"].mean()),
-                *percentile_ci(draws, ci=ci),
-            )
-        )
-    by_length = pd.DataFrame(length_rows, columns=["length", "n_tasks", "n", "diff", "lo", "hi"])
-    overall_draws = np.mean(list(draws_by_cell.values()), axis=0)
-    lo, hi = percentile_ci(overall_draws, ci=ci)
+    for length, g in joined.groupby(level="length", sort=True):
+        tasks = g.index.get_level_values("task")
+        rng = cell_rng(seed, model_a, model_b, length)
+        length_rows.append((length, len(set(tasks)), *_tested(g["a"].to_numpy(), g["b"].to_numpy(), list(tasks), rng)))
+    by_length = pd.DataFrame(length_rows, columns=["length", "n_tasks", "n", "n_discordant", "diff", "p"])
+    by_length["p_holm"] = holm(by_length["p"].tolist())
+    overall = paired_test(joined["a"].to_numpy(), joined["b"].to_numpy(), strata=cell_key,
+                          rng=cell_rng(seed, model_a, model_b))
     return PairedComparison(
-        model_a=model_a,
-        model_b=model_b,
-        cells=cells,
-        by_length=by_length,
-        overall=float(cells["diff"].mean()),
-        overall_lo=lo,
-        overall_hi=hi,
-        n_pairs=len(joined),
-        n_unmatched_a=len(a) - len(joined),
-        n_unmatched_b=len(b) - len(joined),
-        ci=ci,
-    )
+        model_a=model_a, model_b=model_b, cells=cells, by_length=by_length, overall=overall.diff,
+        p_value=overall.p_value, method=overall.method, n_pairs=overall.n_pairs, n_discordant=overall.n_discordant,
+        n_unmatched_a=len(a) - len(joined), n_unmatched_b=len(b) - len(joined),
+        verdict=verdict(overall, alpha=alpha, names=(model_a, model_b)), alpha=alpha)

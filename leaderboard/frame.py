@@ -21,6 +21,7 @@ OPTIONAL_DEFAULTS: dict[str, object] = {
     "position": np.nan,
     "source": "measured",
     "claimed_length": np.nan,
+    "seed": -1,  # the run's seed: pairs match on it, so samples with different needles are never paired
 }
 SOURCES = ("measured", "reported")
 REPORTED_SUFFIX = " (reported)"
@@ -54,6 +55,7 @@ def normalise(df: pd.DataFrame) -> pd.DataFrame:
         raise ValueError("column 'length' has missing values")
     out["length"] = out["length"].astype(np.int64)
     out["index"] = out["index"].fillna(0).astype(np.int64)
+    out["seed"] = pd.to_numeric(out["seed"], errors="coerce").fillna(-1).astype(np.int64)
     scores = out["score"]
     if scores.isna().any():
         raise ValueError("column 'score' has missing values")

@@ -138,25 +138,23 @@ def position_curves(curve: pd.DataFrame, *, title: str) -> bytes:
 
 
 def forest_plot(comparison: PairedComparison) -> bytes:
-    """Paired differences (points, percentage points) with CIs per length and overall."""
-    labels = [format_length(x) for x in comparison.by_length["length"]] + ["overall"]
-    diffs = np.append(comparison.by_length["diff"].to_numpy(), comparison.overall) * 100
-    lo = np.append(comparison.by_length["lo"].to_numpy(), comparison.overall_lo) * 100
-    hi = np.append(comparison.by_length["hi"].to_numpy(), comparison.overall_hi) * 100
+    """Paired differences (percentage points) per length and overall; filled markers where the difference is
+    significant (Holm-adjusted per length; the overall test as is), hollow where it is not."""
+    by_length = comparison.by_length
+    labels = [format_length(x) for x in by_length["length"]] + ["overall"]
+    diffs = np.append(by_length["diff"].to_numpy(), comparison.overall) * 100
+    p = np.append(by_length["p_holm"].to_numpy(), comparison.p_value)
+    significant = p < comparison.alpha
     y = np.arange(len(labels))[::-1]
     fig = _figure(7, 1.2 + 0.4 * len(labels))
     ax = fig.add_subplot()
-    ax.errorbar(
-        diffs, y, xerr=np.vstack([diffs - lo, hi - diffs]), fmt="o", color="#1f5fa8", capsize=3
-    )
-    ax.plot(diffs[-1:], y[-1:], marker="D", ms=8, color="#b22222", ls="none")
+    colours = ["#b22222" if label == "overall" else "#1f5fa8" for label in labels]
+    for yi, d, sig, colour, label in zip(y, diffs, significant, colours, labels):
+        ax.plot([d], [yi], marker="D" if label == "overall" else "o", ms=8 if label == "overall" else 6, ls="none",
+                color=colour, markerfacecolor=colour if sig else "white")
     ax.axvline(0, color="grey", lw=1)
     ax.set_yticks(y, labels)
-    ax.set_xlabel(
-        plot_label(
-            f"{comparison.model_a} − {comparison.model_b} (points, "
-            f"{comparison.ci:.0%} paired-bootstrap CI)"
-        )
-    )
+    ax.set_xlabel(plot_label(f"{comparison.model_a} − {comparison.model_b} (points); filled: p < {comparison.alpha:g}, "
+                             "hollow: not significant"))
     ax.grid(axis="x", alpha=0.3)
     return _png(fig)

@@ -106,6 +106,10 @@ def effective_length(
     thr = resolve_threshold(avgs, threshold)
     rows = []
     for model, group in avgs.sort_values("length").groupby("model", sort=True):
+        group = group[np.isfinite(group["mean"].to_numpy(dtype=float))]  # withheld lengths say nothing
+        if group.empty:
+            rows.append((model, None, None, False, False, 0, 0))
+            continue
         lengths = group["length"].to_numpy()
         passes = _above(group["mean"].to_numpy(dtype=float) * 100, thr)
         lower = group["lo"].to_numpy(dtype=float)
@@ -140,46 +144,43 @@ def effective_length(
     return out
 
 
-def _rank_set(length_sets: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
-    """The length set most models share (ties: the larger set, then the longer lengths)."""
-    counts = Counter(length_sets.values())
-    return max(counts, key=lambda s: (counts[s], len(s), s))
+def _rank_group(groups: dict[str, tuple]) -> tuple | None:
+    """The (task set, length set) most models share, if at least two do (ties: more lengths, then longer ones)."""
+    counts = Counter(g for g in groups.values() if g is not None)
+    if not counts:
+        return None
+    best = max(counts, key=lambda g: (counts[g], len(g[1]), g[1], g[0]))
+    return best if counts[best] >= 2 else None
 
 
 def weighted_averages(avgs: pd.DataFrame) -> pd.DataFrame:
     """Avg, wAvg(inc) and wAvg(dec) per model, with ranks (1 = best, ties share the min rank).
 
-    Weights are rank-linear over the lengths the model was evaluated at,
-    sorted ascending: 1..n for inc, n..1 for dec, whatever the spacing (4K,
-    16K, 128K -> 1, 2, 3). Because weighted averages over different length
-    sets are not comparable, only models evaluated at the most common length
-    set are ranked (``ranked``); others, such as a 4K-only baseline, get
-    ``<NA>`` ranks, matching how RULER lists Llama-2-7B without a rank.
+    Weights are rank-linear over the lengths the model has a score at, sorted ascending: 1..n for inc, n..1 for
+    dec, whatever the spacing (4K, 16K, 128K -> 1, 2, 3). Averages over different length or task sets are not
+    comparable, so ranks are given only among the models that share the most common (task set, length set), and
+    only when at least two do (``ranked``); others, such as a 4K-only baseline or a model scored on other tasks,
+    get ``<NA>`` ranks, as RULER lists Llama-2-7B without a rank. Withheld lengths (NaN) are left out.
     """
-    rows, length_sets = [], {}
+    rows, groups = [], {}
     for model, group in avgs.sort_values("length").groupby("model", sort=True):
+        group = group[np.isfinite(group["mean"].to_numpy(dtype=float))]
         scores = group["mean"].to_numpy(dtype=float)
+        if not scores.size:
+            rows.append((model, 0, np.nan, np.nan, np.nan))
+            groups[model] = None
+            continue
         weights = np.arange(1, scores.size + 1, dtype=float)
-        length_sets[model] = tuple(int(x) for x in group["length"])
-        rows.append(
-            (
-                model,
-                scores.size,
-                float(scores.mean()),
-                float(np.average(scores, weights=weights)),
-                float(np.average(scores, weights=weights[::-1])),
-            )
-        )
+        task_set = str(group["task_set_key"].iat[0]) if "task_set_key" in group else ""
+        groups[model] = (task_set, tuple(int(x) for x in group["length"]))
+        rows.append((model, scores.size, float(scores.mean()), float(np.average(scores, weights=weights)),
+                     float(np.average(scores, weights=weights[::-1]))))
     out = pd.DataFrame(rows, columns=["model", "n_lengths", "avg", "wavg_inc", "wavg_dec"])
     if out.empty:
-        return out.assign(
-            ranked=pd.Series(dtype=bool),
-            rank_avg=pd.Series(dtype="Int64"),
-            rank_inc=pd.Series(dtype="Int64"),
-            rank_dec=pd.Series(dtype="Int64"),
-        )
-    target = _rank_set(length_sets)
-    out["ranked"] = [length_sets[m] == target for m in out["model"]]
+        return out.assign(ranked=pd.Series(dtype=bool), rank_avg=pd.Series(dtype="Int64"),
+                          rank_inc=pd.Series(dtype="Int64"), rank_dec=pd.Series(dtype="Int64"))
+    target = _rank_group(groups)
+    out["ranked"] = [target is not None and groups[m] == target for m in out["model"]]
     for col, rank_col in (("avg", "rank_avg"), ("wavg_inc", "rank_inc"), ("wavg_dec", "rank_dec")):
         # Rounding keeps float noise from splitting genuine ties.
         ranks = out.loc[out["ranked"], col].round(10).rank(ascending=False, method="min")

@@ -6,7 +6,6 @@ crash or a concurrent reader never sees a half-written report.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from .aggregate import (
     position_curve,
     task_length_table,
 )
+from .exports import provenance_section, results_csv, write_ruler_summaries
 from .frame import AVG_TASK, format_length, model_meta, normalise
 from .ranking import Rule, effective_length, resolve_threshold, weighted_averages
 from .render import Figure, Section, render_html, render_markdown
@@ -35,6 +35,8 @@ from .tables import (
     comparison_display,
     examples_display,
     main_table,
+    marks_legend,
+    rank_note,
     summary_frame,
     task_display,
 )
@@ -57,34 +59,6 @@ def _percent_records(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict]:
     for col in columns:
         out[col] = (out[col] * 100).round(6)  # drop float noise like 86.00000000000001
     return out.to_dict(orient="records")
-
-
-def _results_csv(avgs: pd.DataFrame, summary: pd.DataFrame) -> str:
-    """Per (model, length) rows in percent; importable again with ``import_reported_csv``."""
-    rows = avgs.drop(columns=["claimed_length"]).merge(summary, on="model", how="left")
-    out = pd.DataFrame(
-        {
-            "model": rows["model"],
-            "task": AVG_TASK,
-            "length": rows["length"],
-            "score": rows["mean"] * 100,
-            "lo": rows["lo"] * 100,
-            "hi": rows["hi"] * 100,
-            "n_tasks": rows["n_tasks"],
-            "n": rows["n"],
-            "source": rows["source_x"],
-            "claimed_length": rows["claimed_length"].astype("Int64"),
-            "effective_length": rows["effective_length"],
-            "effective_length_lower": rows["effective_length_lower"],
-            "avg": rows["avg"] * 100,
-            "wavg_inc": rows["wavg_inc"] * 100,
-            "wavg_dec": rows["wavg_dec"] * 100,
-            "rank_avg": rows["rank_avg"],
-            "rank_inc": rows["rank_inc"],
-            "rank_dec": rows["rank_dec"],
-        }
-    )
-    return out.to_csv(index=False, float_format="%.4f", lineterminator="\n")
 
 
 def _grid_sections(df: pd.DataFrame) -> list[Figure]:
@@ -135,82 +109,67 @@ def _sections(
 ) -> tuple[tuple[str, ...], list[Section]]:
     """The report's preamble and sections, as plain text and figures (escaped when rendered)."""
     rule_text = (
-        "the longest length before the first score at or below the threshold, counting "
-        "up from the shortest"
+        "the longest length before the first score at or below the threshold, counting up from the shortest"
         if rule == "contiguous"
         else "the longest length whose score is above the threshold"
     )
     preamble = (
-        f"Scores are percentages; intervals are {ci:.0%} percentile-bootstrap CIs over samples "
-        f"({n_boot} resamples, seed {seed}). A model's score at a length is the mean of its task "
-        "means (every task weighs equally).",
+        f"Scores are percentages with {ci:.0%} intervals: exact Clopper–Pearson (below 30 samples) or Wilson for 0/1 "
+        "scores, a percentile bootstrap for continuous ones with at least 10 samples (else 'n too small'). n is the "
+        "number of distinct samples scored; a sample scored in several runs of one model counts once.",
+        "A model's score at a length is the mean of its task means (every task weighs equally) over the tasks it has "
+        "scores for at every one of its lengths, so no length averages a different set of tasks; its interval is the "
+        "binomial one at the effective sample size of that mean.",
         f"Effective length = {rule_text}; threshold {thr:.1f}"
         + (f" ({threshold})." if isinstance(threshold, str) else ".")
         + " 'CI lower' applies the same rule to the lower bound of the interval.",
-        "wAvg weights rise (inc) or fall (dec) linearly over each model's evaluated lengths; "
-        "ranks (1st = best) are given among models evaluated at the same set of lengths.",
-        f"{REPORTED_MARK} reported: numbers imported from a publication, without per-sample data or CIs.",
+        "wAvg weights rise (inc) or fall (dec) linearly over each model's evaluated lengths.",
     )
-    sections = [Section(title="Main results", tables=(main_table(avgs, summary),))]
+    if (avgs["source"] == "reported").any():
+        preamble += (f"{REPORTED_MARK} reported: numbers imported from a publication, without per-sample data or intervals.",)
+    main_notes = (rank_note(summary), *marks_legend([avgs, tasks]))
+    sections = [Section(title="Main results", tables=(main_table(avgs, summary),), notes=main_notes)]
     if not cats.empty:
-        sections.append(
-            Section(
-                title="By category",
-                tables=(category_display(cats),),
-                paragraphs=("Mean of task means within each category.",),
-            )
-        )
+        sections.append(Section(title="By category", tables=(category_display(cats),),
+                                paragraphs=("Mean of task means within each category, over each model's common task set.",)))
+    drawn = avgs[pd.notna(avgs["mean"])]
+    curve_notes = ["Error bars: the intervals of the main table." if pd.notna(drawn["lo"]).any() else "",
+                   "Dashed lines: reported numbers." if (drawn["source"] == "reported").any() else "",
+                   "Dotted line: the threshold."]
     sections.append(
         Section(
             title="Score by length",
             markdown=False,
-            figures=(
-                Figure(
-                    png=plots.length_curves(avgs, threshold=thr),
-                    alt="score by context length per model",
-                ),
-            ),
-            notes=("Dashed lines: reported numbers; dotted line: threshold.",),
+            figures=(Figure(png=plots.length_curves(drawn, threshold=thr), alt="score by context length per model"),),
+            notes=(" ".join(n for n in curve_notes if n),),
         )
     )
     heatmaps = _grid_sections(df)
     if heatmaps:
-        sections.append(
-            Section(title="Needle depth × length", figures=tuple(heatmaps), markdown=False)
-        )
+        sections.append(Section(title="Needle depth × length", figures=tuple(heatmaps), markdown=False))
     positions = _position_figures(df, n_boot=n_boot, seed=seed, ci=ci)
     if positions:
-        sections.append(
-            Section(title="Accuracy by gold position", figures=tuple(positions), markdown=False)
-        )
+        sections.append(Section(title="Accuracy by gold position", figures=tuple(positions), markdown=False))
     for comp in compared:
         sections.append(
             Section(
                 title=f"Paired comparison: {comp.model_a} vs {comp.model_b}",
+                paragraphs=(f"{comp.verdict[0].upper()}{comp.verdict[1:]}; {comp.method}.",),
                 tables=(comparison_display(comp),),
-                figures=(
-                    Figure(
-                        png=plots.forest_plot(comp),
-                        alt=f"paired differences {comp.model_a} minus {comp.model_b}",
-                    ),
-                ),
+                figures=(Figure(png=plots.forest_plot(comp), alt=f"paired differences {comp.model_a} minus {comp.model_b}"),),
                 notes=(
-                    f"{comp.n_pairs} matched samples; dropped {comp.n_unmatched_a} only in "
-                    f"{comp.model_a} and {comp.n_unmatched_b} only in {comp.model_b}.",
+                    f"{comp.n_pairs} samples matched on task, length, seed and index ({comp.n_discordant} discordant); "
+                    f"dropped {comp.n_unmatched_a} only in {comp.model_a} and {comp.n_unmatched_b} only in {comp.model_b}. "
+                    "p: exact sign test (0/1 scores) or sign-flip permutation test (continuous), two-sided; "
+                    "p (Holm): adjusted within the rows of its kind (cells, lengths).",
                 ),
             )
         )
     if tasks is not None:
-        sections.append(
-            Section(title="Per-task scores", tables=(task_display(tasks),), collapsed=True)
-        )
+        sections.append(Section(title="Per-task scores", tables=(task_display(tasks),), collapsed=True,
+                                notes=marks_legend([tasks])))
     if examples:
-        sections.append(
-            Section(
-                title="Example predictions", tables=(examples_display(examples),), collapsed=True
-            )
-        )
-
+        sections.append(Section(title="Example predictions", tables=(examples_display(examples),), collapsed=True))
     return preamble, sections
 
 
@@ -218,6 +177,9 @@ def build_report(
     df: pd.DataFrame,
     *,
     out_dir: str | Path,
+    cells: pd.DataFrame | None = None,
+    runs: pd.DataFrame | None = None,
+    notes: Sequence[str] = (),
     threshold: float | str = 85.6,
     title: str = "ctxbench leaderboard",
     comparisons: Iterable[tuple[str, str]] = (),
@@ -227,56 +189,51 @@ def build_report(
     seed: int = 0,
     ci: float = 0.95,
 ) -> Report:
-    """Aggregate a long score frame and write ``leaderboard.md``, ``index.html``,
-    ``results.csv`` and ``results.json`` into ``out_dir``.
+    """Aggregate a long score frame and write ``leaderboard.md``, ``index.html``, ``results.csv``,
+    ``results.json`` and RULER's ``summary/<model>/<length>/summary.csv`` into ``out_dir``.
 
-    ``threshold`` is a percentage or a reference such as
-    ``"model=Llama2 (7B)@4K"`` (see :func:`leaderboard.ranking.resolve_threshold`).
-    ``comparisons`` lists (model A, model B) pairs for paired-bootstrap
-    differences; ``examples`` are dicts with model/task/length/index/score/
-    prediction/reference keys shown (escaped) in a collapsed section.
+    ``cells`` (planned/done/errored/pending per model, task and length, from the store) makes every cell say how
+    complete it is; without it each cell's n is taken as planned. ``runs`` (one row per run, see
+    :mod:`leaderboard.store_frame`) fills the provenance header; ``notes`` are shown under it. ``threshold`` is a
+    percentage or a reference such as ``"model=Llama2 (7B)@4K"`` (see :func:`leaderboard.ranking.resolve_threshold`).
+    ``comparisons`` lists (model A, model B) pairs for exact paired tests; ``examples`` are dicts with
+    model/task/length/index/score/prediction/reference keys shown (escaped) in a collapsed section.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    head, provenance = provenance_section(runs)
+    head = (*head, *notes)
     df, short = short_context.split(normalise(df))
+    long_cells, short_cells = (None, None) if cells is None else (cells[cells["length"] != 0], cells[cells["length"] == 0])
     if df.empty and short.empty:
         raise ValueError("build_report: the score frame has no rows")
     short_section, short_records = (
-        short_context.section(short, n_boot=n_boot, seed=seed, ci=ci) if not short.empty else (None, {"tasks": [], "categories": []})
+        short_context.section(short, short_cells, n_boot=n_boot, seed=seed, ci=ci) if not short.empty
+        else (None, {"tasks": [], "categories": []})
     )
+    base = {"title": title, "provenance": {"header": list(head), "runs": [] if runs is None else _records(runs)}}
     if df.empty:  # only short-context results: no length axis to report
-        return _write(out, title, (), [short_section], {"title": title, "short_context": short_records}, None, None)
-    avgs = length_averages(df, n_boot=n_boot, seed=seed, ci=ci)
+        sections = [s for s in (provenance, short_section) if s is not None]
+        results = {**base, "short_context": short_records}
+        return _write(out, title, head, sections, results, results_csv(None, None, None, _short_frame(short_records["tasks"])))
+    tasks = task_length_table(df[df["task"] != AVG_TASK], long_cells, n_boot=n_boot, seed=seed, ci=ci)
+    avgs = length_averages(df, long_cells, n_boot=n_boot, seed=seed, ci=ci)
     thr = resolve_threshold(avgs, threshold)
     eff = effective_length(avgs, threshold=thr, rule=rule)
     summary = summary_frame(avgs, eff, weighted_averages(avgs), model_meta(df))
-    measured = df[df["task"] != AVG_TASK]
-    tasks = task_length_table(measured, n_boot=n_boot, seed=seed, ci=ci) if len(measured) else None
     cats = category_table(df)
-    compared = [
-        paired_comparison(df, model_a=a, model_b=b, n_boot=n_boot, seed=seed, ci=ci)
-        for a, b in comparisons
-    ]
-
+    compared = [paired_comparison(df, model_a=a, model_b=b, seed=seed) for a, b in comparisons]
+    tasks_shown = tasks[tasks["source"] == "measured"]
     preamble, sections = _sections(
-        df,
-        avgs=avgs,
-        summary=summary,
-        cats=cats,
-        tasks=tasks,
-        compared=compared,
-        examples=examples,
-        threshold=threshold,
-        thr=thr,
-        rule=rule,
-        n_boot=n_boot,
-        seed=seed,
-        ci=ci,
+        df, avgs=avgs, summary=summary, cats=cats, tasks=tasks_shown if len(tasks_shown) else None, compared=compared,
+        examples=examples, threshold=threshold, thr=thr, rule=rule, n_boot=n_boot, seed=seed, ci=ci,
     )
     if short_section is not None:
         sections.insert(1, short_section)
+    if provenance is not None:
+        sections.append(provenance)
     results = {
-        "title": title,
+        **base,
         "scale": "percent",
         "threshold": thr,
         "threshold_spec": threshold if isinstance(threshold, str) else None,
@@ -286,30 +243,26 @@ def build_report(
         "seed": seed,
         "models": _percent_records(summary, ["avg", "wavg_inc", "wavg_dec"]),
         "lengths": _percent_records(avgs, ["mean", "lo", "hi"]),
-        "tasks": [] if tasks is None else _percent_records(tasks, ["mean", "lo", "hi"]),
-        "categories": []
-        if cats.empty
-        else _percent_records(
-            cats.reset_index().rename(columns=str), [str(c) for c in cats.columns]
-        ),
+        "tasks": _percent_records(tasks, ["mean", "lo", "hi"]),
+        "categories": [] if cats.empty else _percent_records(cats.reset_index().rename(columns=str), [str(c) for c in cats.columns]),
         "comparisons": [_comparison_json(c) for c in compared],
         "short_context": short_records,
     }
-    return _write(out, title, preamble, sections, results, avgs, summary)
+    report = _write(out, title, (*head, *preamble), sections, results,
+                    results_csv(tasks, avgs, summary, _short_frame(short_records["tasks"])))
+    write_ruler_summaries(out, df, tasks)
+    return report
 
 
-def _write(out: Path, title: str, preamble, sections, results: dict, avgs, summary) -> Report:
-    report = Report(
-        markdown=out / "leaderboard.md",
-        html=out / "index.html",
-        csv=out / "results.csv",
-        json=out / "results.json",
-    )
+def _records(frame: pd.DataFrame) -> list[dict]:
+    return jsonable(frame.to_dict(orient="records"))
+
+
+def _write(out: Path, title: str, preamble, sections, results: dict, csv: str) -> Report:
+    report = Report(markdown=out / "leaderboard.md", html=out / "index.html", csv=out / "results.csv",
+                    json=out / "results.json")
     atomic_write(report.json, json.dumps(jsonable(results), indent=2, allow_nan=False) + "\n")
-    short = _short_frame(results["short_context"]["tasks"])
-    long = _results_csv(avgs, summary) if avgs is not None else ""
-    csv = pd.concat([pd.read_csv(io.StringIO(long)), short], ignore_index=True) if long else short
-    atomic_write(report.csv, csv.to_csv(index=False, float_format="%.4f", lineterminator="\n"))
+    atomic_write(report.csv, csv)
     md_preamble = (*preamble, "Plots are in index.html.")
     atomic_write(report.markdown, render_markdown(title, sections, preamble=md_preamble))
     atomic_write(report.html, render_html(title, sections, preamble=preamble))
@@ -318,7 +271,8 @@ def _write(out: Path, title: str, preamble, sections, results: dict, avgs, summa
 
 def _short_frame(records: list[dict]) -> pd.DataFrame:
     """Short-context rows of results.csv: per task, length 0, in percent."""
-    df = pd.DataFrame(records, columns=["model", "task", "mean", "lo", "hi", "n"]).rename(columns={"mean": "score"})
+    df = pd.DataFrame(records, columns=["model", "task", "mean", "lo", "hi", "n", "planned", "errored", "status"])
+    df = df.rename(columns={"mean": "score"})
     df.insert(2, "length", 0)
     df["source"] = "measured"
     return df
@@ -328,14 +282,16 @@ def _comparison_json(comp: PairedComparison) -> dict:
     return {
         "model_a": comp.model_a,
         "model_b": comp.model_b,
-        "ci": comp.ci,
         "overall": comp.overall * 100,
-        "overall_lo": comp.overall_lo * 100,
-        "overall_hi": comp.overall_hi * 100,
+        "p_value": comp.p_value,
+        "method": comp.method,
+        "verdict": comp.verdict,
+        "alpha": comp.alpha,
         "n_pairs": comp.n_pairs,
+        "n_discordant": comp.n_discordant,
         "n_unmatched_a": comp.n_unmatched_a,
         "n_unmatched_b": comp.n_unmatched_b,
-        "cells": _percent_records(comp.cells, ["diff", "lo", "hi"]),
-        "by_length": _percent_records(comp.by_length, ["diff", "lo", "hi"]),
+        "cells": _percent_records(comp.cells, ["diff"]),
+        "by_length": _percent_records(comp.by_length, ["diff"]),
         "length_labels": [format_length(x) for x in comp.by_length["length"]],
     }

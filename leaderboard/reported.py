@@ -70,58 +70,69 @@ def import_reported_csv(path: str | Path) -> pd.DataFrame:
     """
     path = Path(path)
     name = path.name
+    if path.is_dir():
+        raise _fail(name, "is a directory; give a CSV file")
     with path.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.DictReader(handle)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        if not header:
-            raise _fail(name, f"empty file, expected a header with columns {', '.join(REQUIRED)}")
-        missing = [c for c in REQUIRED if c not in header]
-        if missing:
+        try:
+            return _read_reported(reader, name)
+        except UnicodeDecodeError as e:
+            raise _fail(name, f"not UTF-8 text (byte {e.start}); save the CSV as UTF-8") from None
+        except csv.Error as e:
+            raise _fail(f"{name} line {reader.line_num}", f"not readable as CSV ({e}); fix that line") from None
+
+
+def _read_reported(reader: csv.DictReader, name: str) -> pd.DataFrame:
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    if not header:
+        raise _fail(name, f"empty file, expected a header with columns {', '.join(REQUIRED)}")
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise _fail(
+            name, f"missing required column {missing[0]!r} (header: {', '.join(header)})"
+        )
+    reader.fieldnames = header
+    records: list[dict[str, object]] = []
+    seen: dict[tuple[str, str, int], int] = {}
+    for number, raw in enumerate(reader, start=1):
+        where = f"{name} row {number}"
+        if None in raw:
+            raise _fail(where, f"has more fields than the header ({len(header)})")
+        cells = {k: (v or "").strip() for k, v in raw.items()}
+        if all(not v for v in cells.values()):
+            continue
+        for column in ("model", "task"):
+            if not cells[column]:
+                raise _fail(where, f"column {column!r} must not be empty")
+        length = _length(cells["length"], where=where, column="length")
+        claimed = cells.get("claimed_length", "")
+        claimed_tokens = (
+            np.nan
+            if claimed.lower() in _BLANK
+            else _length(claimed, where=where, column="claimed_length")
+        )
+        key = (cells["model"], cells["task"], length)
+        if key in seen:
             raise _fail(
-                name, f"missing required column {missing[0]!r} (header: {', '.join(header)})"
+                where, f"duplicate (model, task, length) {key!r}, first in row {seen[key]}"
             )
-        reader.fieldnames = header
-        records: list[dict[str, object]] = []
-        seen: dict[tuple[str, str, int], int] = {}
-        for number, raw in enumerate(reader, start=1):
-            where = f"{name} row {number}"
-            if None in raw:
-                raise _fail(where, f"has more fields than the header ({len(header)})")
-            cells = {k: (v or "").strip() for k, v in raw.items()}
-            if all(not v for v in cells.values()):
-                continue
-            for column in ("model", "task"):
-                if not cells[column]:
-                    raise _fail(where, f"column {column!r} must not be empty")
-            length = _length(cells["length"], where=where, column="length")
-            claimed = cells.get("claimed_length", "")
-            claimed_tokens = (
-                np.nan
-                if claimed.lower() in _BLANK
-                else _length(claimed, where=where, column="claimed_length")
-            )
-            key = (cells["model"], cells["task"], length)
-            if key in seen:
-                raise _fail(
-                    where, f"duplicate (model, task, length) {key!r}, first in row {seen[key]}"
-                )
-            seen[key] = number
-            category = cells.get("category", "")
-            records.append(
-                {
-                    "model": cells["model"],
-                    "run_id": f"reported:{name}",
-                    "task": cells["task"],
-                    "category": None if category.lower() in _BLANK else category,
-                    "length": length,
-                    "depth": np.nan,
-                    "index": 0,
-                    "score": _score(cells["score"], where=where),
-                    "position": np.nan,
-                    "source": "reported",
-                    "claimed_length": claimed_tokens,
-                }
-            )
+        seen[key] = number
+        category = cells.get("category", "")
+        records.append(
+            {
+                "model": cells["model"],
+                "run_id": f"reported:{name}",
+                "task": cells["task"],
+                "category": None if category.lower() in _BLANK else category,
+                "length": length,
+                "depth": np.nan,
+                "index": 0,
+                "score": _score(cells["score"], where=where),
+                "position": np.nan,
+                "source": "reported",
+                "claimed_length": claimed_tokens,
+            }
+        )
     if not records:
         raise _fail(name, "no data rows")
     out = pd.DataFrame.from_records(records, columns=COLUMNS)

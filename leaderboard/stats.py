@@ -5,6 +5,8 @@
   Wilson's score interval above (near-nominal and tighter).
 - A cell of continuous scores gets a percentile bootstrap, or no interval ("n too small") below MIN_BOOT_N:
   a bootstrap of 2 values is not an interval.
+- A mean of task means (a model's score at one length) gets the binomial interval at its effective sample size
+  for 0/1 scores, or a stratified bootstrap when every task has enough continuous scores (stratified_interval).
 - A paired comparison reports its pairs, discordant pairs and a p-value: the exact sign test (exact McNemar)
   for binary scores, a paired sign-flip permutation test (exact when few, Monte Carlo otherwise) for continuous
   scores or unequal strata.
@@ -41,14 +43,14 @@ def is_binary(values: Sequence[float] | np.ndarray) -> bool:
     return bool(v.size) and bool(np.isin(v, (0.0, 1.0)).all())
 
 
-def clopper_pearson(k: int, n: int, *, level: float = 0.95) -> tuple[float, float]:
+def clopper_pearson(k: float, n: float, *, level: float = 0.95) -> tuple[float, float]:
     a = 1 - level
-    lo = 0.0 if k == 0 else float(stats.beta.ppf(a / 2, k, n - k + 1))
-    hi = 1.0 if k == n else float(stats.beta.ppf(1 - a / 2, k + 1, n - k))
+    lo = 0.0 if k <= 0 else float(stats.beta.ppf(a / 2, k, n - k + 1))
+    hi = 1.0 if k >= n else float(stats.beta.ppf(1 - a / 2, k + 1, n - k))
     return lo, hi
 
 
-def wilson(k: int, n: int, *, level: float = 0.95) -> tuple[float, float]:
+def wilson(k: float, n: float, *, level: float = 0.95) -> tuple[float, float]:
     z = float(stats.norm.ppf(1 - (1 - level) / 2))
     p = k / n
     d = 1 + z * z / n
@@ -81,6 +83,37 @@ def mean_interval(values: Sequence[float] | np.ndarray, *, level: float = 0.95, 
     tail = (1 - level) / 2
     lo, hi = np.quantile(draws, [tail, 1 - tail])
     return Interval(float(v.mean()), float(lo), float(hi), n, "bootstrap")
+
+
+def stratified_interval(strata: Sequence[Sequence[float] | np.ndarray], *, level: float = 0.95, n_boot: int = 2000,
+                        rng: np.random.Generator | None = None) -> Interval:
+    """The interval of a mean of stratum means (a model's score at a length: the mean of its task means).
+
+    Binary strata: the binomial interval at the effective sample size n_eff = k² / Σ 1/n_i with p̂·n_eff successes
+    (Korn & Graubard's design-effect form). With equal strata it is exactly the pooled k-of-N interval, which stays
+    conservative when the tasks' accuracies differ (a sum of unequal Bernoullis varies less than a binomial).
+    Continuous strata: a stratified bootstrap when every stratum has at least MIN_BOOT_N values, else "n too small".
+    """
+    parts = [np.asarray(s, dtype=float) for s in strata]
+    parts = [s for s in parts if s.size]
+    if not parts:
+        return Interval(math.nan, math.nan, math.nan, 0, "n too small")
+    n = int(sum(s.size for s in parts))
+    mean = float(np.mean([s.mean() for s in parts]))
+    if len(parts) == 1:
+        return mean_interval(parts[0], level=level, n_boot=n_boot, rng=rng)
+    if all(is_binary(s) for s in parts):
+        n_eff = len(parts) ** 2 / sum(1.0 / s.size for s in parts)
+        k_eff = mean * n_eff
+        lo, hi = clopper_pearson(k_eff, n_eff, level=level) if n_eff < EXACT_BELOW else wilson(k_eff, n_eff, level=level)
+        return Interval(mean, lo, hi, n, "clopper-pearson (stratified)" if n_eff < EXACT_BELOW else "wilson (stratified)")
+    if min(s.size for s in parts) < MIN_BOOT_N:
+        return Interval(mean, math.nan, math.nan, n, "n too small")
+    rng = rng or np.random.default_rng(0)
+    draws = np.mean([s[rng.integers(0, s.size, size=(n_boot, s.size))].mean(axis=1) for s in parts], axis=0)
+    tail = (1 - level) / 2
+    lo, hi = np.quantile(draws, [tail, 1 - tail])
+    return Interval(mean, float(lo), float(hi), n, "stratified bootstrap")
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,56 @@
-"""Turn the results store into the leaderboard's per-sample frame; keep imported published results beside it."""
+"""Turn the results store into the board's frames; keep imported published results beside them.
+
+- `scores`: one row per distinct scored sample. A sample scored in several runs of one model counts once: rows are
+  deduplicated by (model fingerprint, seed, sample id, prompt hash), a scored row winning over an errored one and
+  a later run over an earlier one. A label whose runs hold different weights is split into one model per
+  fingerprint ("name [1a2b3c4d]"), never averaged together.
+- `cells`: per (model, task, length) how many samples were planned (the runs' records), done (scored), errored
+  (the last attempt failed) and pending (never run): the board's denominators.
+- `runs`: the provenance of every run (suite, seed, samples per cell, dates, ctxbench version and commit, model
+  fingerprint), for the report's header.
+
+Stored rows are read with the store's one reader (core.io.read_jsonl): a corrupt line is skipped with a warning
+naming file:line, and counted in `skipped`.
+"""
 
 from __future__ import annotations
 
 import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_write
-from ctxbench.harness.core.store import list_runs
+from ctxbench.harness.core.store import RunStore, error_reason, list_runs
 
 REPORTED_DIR = "_reported"
+SCORE_COLUMNS = ["model", "run_id", "task", "category", "length", "depth", "index", "seed", "score", "position", "source",
+                 "claimed_length", "prediction", "answers", "fingerprint", "prompt_hash", "empty"]
+CELL_COLUMNS = ["model", "task", "length", "planned", "done", "errored", "pending", "errors"]
 
 
-def runs_frame(root: Path, run_ids: list[str] | None = None) -> pd.DataFrame:
-    """One row per scored sample of every run (the latest result per sample id)."""
+@dataclass
+class StoreFrames:
+    scores: pd.DataFrame
+    cells: pd.DataFrame
+    runs: pd.DataFrame
+    skipped: list[str] = field(default_factory=list)  # corrupt lines skipped, as file:line
+    notes: list[str] = field(default_factory=list)  # what the reader decided (duplicates merged, labels split)
+
+
+def fingerprint(rec: dict[str, Any]) -> str:
+    return str(rec.get("model_fingerprint") or f"name:{rec.get('model', '?')}")
+
+
+def short_fingerprint(fp: str) -> str:
+    return fp.split(":", 1)[-1][:8]
+
+
+def select_runs(root: Path, run_ids: list[str] | None = None) -> list[RunStore]:
     stores = list_runs(root)
     if run_ids:
         known = {s.dir.name: s for s in stores}
@@ -23,26 +58,114 @@ def runs_frame(root: Path, run_ids: list[str] | None = None) -> pd.DataFrame:
         if missing:
             raise ConfigError(f"--runs: no run {missing[0]!r} in {root}; known: {', '.join(sorted(known)) or 'none'}")
         stores = [known[r] for r in run_ids]
-    frames = []
-    for store in stores:
-        rec = store.read_record()
-        rows = [r for r in store.latest().values() if r.get("score") is not None]
-        if not rows:
-            continue
-        df = pd.DataFrame(rows)
-        df["model"] = rec.get("label") or rec["model"]
-        df["run_id"] = rec["run_id"]
-        df["claimed_length"] = rec.get("backend_args", {}).get("context_length", math.nan)
-        df["depth"] = [_depth(r) for r in rows]
-        df["position"] = [r.get("position", math.nan) if r.get("position") is not None else math.nan for r in rows]
-        df["source"] = "measured"
-        frames.append(df)
-    cols = ["model", "run_id", "task", "category", "length", "depth", "index", "score", "position", "source",
-            "claimed_length", "prediction", "answers"]
-    if not frames:
-        return pd.DataFrame(columns=cols)
-    out = pd.concat(frames, ignore_index=True)
-    return out[[c for c in cols if c in out.columns]]
+    return stores
+
+
+def load_store(root: Path, run_ids: list[str] | None = None) -> StoreFrames:
+    return store_frames(select_runs(root, run_ids))
+
+
+def runs_frame(root: Path, run_ids: list[str] | None = None) -> pd.DataFrame:
+    """One row per distinct scored sample of the runs (see the module docstring)."""
+    return load_store(root, run_ids).scores
+
+
+def store_frames(stores: list[RunStore]) -> StoreFrames:
+    runs = [(s, s.read_record(), s.latest()) for s in stores]
+    runs.sort(key=lambda t: (t[1].get("created") or "", t[1]["run_id"]))  # later runs win ties between duplicates
+    fps: dict[str, set[str]] = defaultdict(set)
+    for _, rec, _ in runs:
+        fps[_label(rec)].add(fingerprint(rec))
+    notes = [f"{label!r} names runs of {len(f)} different models (weights fingerprints); each is shown apart, "
+             "its fingerprint after its name" for label, f in sorted(fps.items()) if len(f) > 1]
+
+    units: dict[tuple, tuple[int, dict[str, Any], dict[str, Any]]] = {}  # key -> (rank, row, run info)
+    pending: dict[tuple, tuple[str, int]] = {}
+    provenance, duplicates, bad_rows = [], 0, []
+    for order, (store, rec, latest) in enumerate(runs):
+        fp, seed = fingerprint(rec), int(rec.get("seed") or 0)
+        model = _label(rec) if len(fps[_label(rec)]) == 1 else f"{_label(rec)} [{short_fingerprint(fp)}]"
+        info = {"model": model, "run_id": rec["run_id"], "seed": seed, "fingerprint": fp,
+                "claimed_length": rec.get("backend_args", {}).get("context_length", math.nan)}
+        for sid, row in latest.items():
+            if row.get("task") is None or row.get("length") is None:
+                bad_rows.append(f"{store.dir.name}: {sid} (no task or length)")
+                continue
+            key = (model, fp, seed, sid, row.get("prompt_hash") or "")
+            rank = (2 if row.get("score") is not None else 1) * 10**6 + order  # scored beats errored; later beats earlier
+            if key in units:
+                duplicates += row.get("score") is not None and units[key][1].get("score") is not None
+                if units[key][0] > rank:
+                    continue
+            units[key] = (rank, row, info)
+        for task, per_length in (rec.get("plan") or {}).items():
+            for length, n in per_length.items():
+                for j in range(int(n)):
+                    sid = f"{task}@{length}#{j}"
+                    if sid not in latest:
+                        pending[(model, fp, seed, sid)] = (task, int(length))
+        provenance.append(_provenance(store, rec, latest, model, fp))
+    if duplicates:
+        notes.append(f"{duplicates} samples were scored in more than one run of the same model; each counts once")
+    have = {k[:4] for k in units}
+    pending = {k: v for k, v in pending.items() if k not in have}
+
+    scored = [_score_row(row, info) for _, row, info in units.values() if row.get("score") is not None]
+    scores = pd.DataFrame(scored, columns=SCORE_COLUMNS) if scored else pd.DataFrame(columns=SCORE_COLUMNS)
+    skipped = [where for s in stores for where in s.read_stats.bad] + bad_rows
+    return StoreFrames(scores, _cells(units, pending), pd.DataFrame(provenance), skipped, notes)
+
+
+def _label(rec: dict[str, Any]) -> str:
+    return str(rec.get("label") or rec.get("model") or rec["run_id"])
+
+
+def _score_row(row: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "model": info["model"], "run_id": info["run_id"], "task": row.get("task"), "category": row.get("category"),
+        "length": row.get("length"), "depth": _depth(row), "index": row.get("index", 0), "seed": info["seed"],
+        "score": row["score"], "position": row["position"] if row.get("position") is not None else math.nan,
+        "source": "measured", "claimed_length": info["claimed_length"], "prediction": row.get("prediction", ""),
+        "answers": row.get("answers", []), "fingerprint": info["fingerprint"], "prompt_hash": row.get("prompt_hash", ""),
+        "empty": bool(row.get("empty", False)),
+    }
+
+
+def _cells(units: dict, pending: dict) -> pd.DataFrame:
+    counts: dict[tuple, Counter] = defaultdict(Counter)
+    reasons: dict[tuple, Counter] = defaultdict(Counter)
+    for _, row, info in units.values():
+        cell = (info["model"], row.get("task"), int(row.get("length") or 0))
+        if row.get("score") is not None:
+            counts[cell]["done"] += 1
+        else:
+            counts[cell]["errored"] += 1
+            reasons[cell][error_reason(str(row.get("error") or "error"))] += 1
+    for (model, *_), (task, length) in pending.items():
+        counts[(model, task, length)]["pending"] += 1
+    rows = []
+    for cell, c in sorted(counts.items(), key=lambda kv: (kv[0][0], str(kv[0][1]), kv[0][2])):
+        errors = ", ".join(f"{k}: {v}" for k, v in reasons[cell].most_common())
+        rows.append((*cell, c["done"] + c["errored"] + c["pending"], c["done"], c["errored"], c["pending"], errors))
+    return pd.DataFrame(rows, columns=CELL_COLUMNS)
+
+
+def _provenance(store: RunStore, rec: dict[str, Any], latest: dict[str, dict], model: str, fp: str) -> dict[str, Any]:
+    plan = rec.get("plan") or {}
+    per_cell = sorted({int(n) for per_length in plan.values() for n in per_length.values()})
+    sessions = [s.get("started") for s in rec.get("sessions") or [] if s.get("started")]
+    versions = rec.get("versions") or {}
+    done = sum(1 for r in latest.values() if r.get("score") is not None)
+    return {
+        "run_id": rec["run_id"], "model": model, "model_path": rec.get("model", ""), "fingerprint": fp,
+        "tokenizer_fingerprint": rec.get("tokenizer_fingerprint", ""), "backend": rec.get("backend", ""),
+        "suite": rec.get("suite", ""), "seed": rec.get("seed"),
+        "samples_per_cell": "–".join(map(str, sorted({per_cell[0], per_cell[-1]}))) if per_cell else "",
+        "planned": sum(int(n) for per_length in plan.values() for n in per_length.values()), "done": done,
+        "errored": sum(1 for r in latest.values() if r.get("score") is None),
+        "created": rec.get("created", ""), "last_session": max(sessions, default=rec.get("created", "")),
+        "ctxbench": versions.get("ctxbench", "?"), "commit": versions.get("ctxbench_commit", ""),
+    }
 
 
 def _depth(row: dict) -> float:

@@ -1,8 +1,9 @@
 """Display tables for the report: numbers formatted as plain text, percent scale.
 
-Builders here only format; they take frames already produced by
-:mod:`leaderboard.aggregate` / :mod:`leaderboard.ranking` and return
-:class:`leaderboard.render.Table` objects (escaping is the renderer's job).
+Builders here only format; they take frames already produced by :mod:`leaderboard.aggregate` /
+:mod:`leaderboard.ranking` and return :class:`leaderboard.render.Table` objects (escaping is the renderer's job).
+Every score cell shows its n; a cell with fewer samples scored than planned is marked INCOMPLETE_MARK, one with
+failed samples FAILED_MARK and how many, so no partial or failed cell looks like a complete one.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from .frame import format_length
 from .render import Table
 
 REPORTED_MARK = "†"
+INCOMPLETE_MARK = "*"
+FAILED_MARK = "!"
 DASH = "—"
+TOO_SMALL = "n too small"
 
 
 def pct(value: object, *, signed: bool = False) -> str:
@@ -26,10 +30,53 @@ def pct(value: object, *, signed: bool = False) -> str:
     return f"{float(value) * 100:+.1f}" if signed else f"{float(value) * 100:.1f}"
 
 
-def with_ci(mean: object, lo: object, hi: object, *, signed: bool = False) -> str:
+def with_ci(mean: object, lo: object, hi: object, *, signed: bool = False, method: str = "") -> str:
+    if mean is None or pd.isna(mean):
+        return DASH
     if lo is None or pd.isna(lo) or pd.isna(hi):
-        return pct(mean, signed=signed)
+        return f"{pct(mean, signed=signed)} ({TOO_SMALL})" if method == TOO_SMALL else pct(mean, signed=signed)
     return f"{pct(mean, signed=signed)} [{pct(lo, signed=signed)}, {pct(hi, signed=signed)}]"
+
+
+def counts_text(n: int, planned: int, errored: int, pending: int) -> str:
+    """`n=20`, or `n=12/20 *` (incomplete), or `n=18/20 ! 2 failed`."""
+    text = f"n={n}" if n == planned else f"n={n}/{planned}"
+    if pending:
+        text += f" {INCOMPLETE_MARK}"
+    if errored:
+        text += f" {FAILED_MARK} {errored} failed"
+    return text
+
+
+def score_cell(row) -> str:
+    """One cell of a score table: the mean, its interval (or why none), n and the marks."""
+    get = row.get if hasattr(row, "get") else lambda k, d=None: getattr(row, k, d)  # a Series, a dict or a namedtuple
+    if get("source") == "reported":
+        return pct(get("mean"))
+    n, planned = int(get("n", 0) or 0), int(get("planned", 0) or 0)
+    errored, pending = int(get("errored", 0) or 0), int(get("pending", 0) or 0)
+    note = get("note", "") or ""
+    if note:
+        return f"{DASH} ({note.split(':')[0]})"
+    return f"{with_ci(get('mean'), get('lo'), get('hi'), method=get('method', ''))} {counts_text(n, max(planned, n), errored, pending)}"
+
+
+def marks_legend(frames: Iterable[pd.DataFrame]) -> tuple[str, ...]:
+    """The legend lines for the marks that the given frames actually carry (nothing is explained that is not shown)."""
+    frames = [f for f in frames if f is not None and not f.empty]
+    pending = any(int(f["pending"].sum()) for f in frames if "pending" in f)
+    failed = any(int(f["errored"].sum()) for f in frames if "errored" in f)
+    too_small = any((f["method"] == TOO_SMALL).any() for f in frames if "method" in f)
+    notes = []
+    if pending:
+        notes.append(f"{INCOMPLETE_MARK} incomplete: fewer samples scored than planned (n=done/planned); "
+                     "the run was interrupted or is still running: rerun the same `ctxbench score` command.")
+    if failed:
+        notes.append(f"{FAILED_MARK} failed samples are not in the score; rerun the same `ctxbench score` command "
+                     "to retry them.")
+    if too_small:
+        notes.append(f"{TOO_SMALL}: continuous scores need at least 10 samples per cell for a bootstrap interval.")
+    return tuple(notes)
 
 
 def ordinal(rank: object) -> str:
@@ -46,6 +93,8 @@ def effective_text(
     """RULER-style: ``<4K`` when even the shortest length fails, ``≥128K`` when all pass."""
     if not known:
         return DASH
+    if not shortest:
+        return f"{DASH} (withheld)"
     if length is None or pd.isna(length):
         return f"<{format_length(shortest)}"
     if passes_all and int(length) == longest:
@@ -57,81 +106,72 @@ def summary_frame(
     avgs: pd.DataFrame, eff: pd.DataFrame, wavg: pd.DataFrame, meta: pd.DataFrame
 ) -> pd.DataFrame:
     """One row per model with everything the main table shows, sorted as RULER (wAvg dec)."""
-    out = eff.merge(wavg, on="model", how="outer").merge(
-        meta, left_on="model", right_index=True, how="left"
-    )
+    out = eff.merge(wavg, on="model", how="outer").merge(meta, left_on="model", right_index=True, how="left")
+    finite = avgs[pd.notna(avgs["mean"])]
+    sets = finite.groupby("model").agg(task_set=("task_set", "first"), n_tasks=("n_tasks", "first"),
+                                       too_small=("method", lambda m: bool((m == TOO_SMALL).any())))
+    out = out.merge(sets, left_on="model", right_index=True, how="left")
+    out["task_set"] = out["task_set"].fillna("withheld")
+    out["too_small"] = out["too_small"].fillna(False).astype(bool)
     out["_unranked"] = out["rank_dec"].isna()
-    out = out.sort_values(
-        ["_unranked", "rank_dec", "avg", "model"],
-        ascending=[True, True, False, True],
-        na_position="last",
-    )
+    out = out.sort_values(["_unranked", "rank_dec", "avg", "model"], ascending=[True, True, False, True],
+                          na_position="last")
     return out.drop(columns="_unranked").reset_index(drop=True)
+
+
+def _ranked(value: object, rank: object) -> str:
+    return f"{pct(value)} ({ordinal(rank)})" if ordinal(rank) else pct(value)
+
+
+def _tasks_text(r) -> str:
+    if r.source == "reported":
+        return "reported"
+    if r.task_set == "withheld":
+        return "withheld"
+    return str(int(r.n_tasks)) if r.task_set == "all" else r.task_set
 
 
 def main_table(avgs: pd.DataFrame, summary: pd.DataFrame) -> Table:
     lengths = sorted(int(x) for x in avgs["length"].unique())
     cells = avgs.set_index(["model", "length"])
-    headers = (
-        "Model",
-        "Claimed",
-        "Effective",
-        "Effective (CI lower)",
-        *(format_length(x) for x in lengths),
-        "Avg",
-        "wAvg (inc)",
-        "wAvg (dec)",
-    )
+    headers = ("Model", "Claimed", "Effective", "Effective (CI lower)", *(format_length(x) for x in lengths),
+               "Avg", "wAvg (inc)", "wAvg (dec)", "Tasks")
     rows = []
     for r in summary.itertuples(index=False):
         reported = r.source == "reported"
-        scores = []
-        for length in lengths:
-            if (r.model, length) in cells.index:
-                c = cells.loc[(r.model, length)]
-                scores.append(with_ci(c["mean"], c["lo"], c["hi"]))
-            else:
-                scores.append(DASH)
-        rows.append(
-            (
-                f"{r.model} {REPORTED_MARK}" if reported else r.model,
-                format_length(r.claimed_length),
-                effective_text(
-                    r.effective_length,
-                    shortest=r.shortest,
-                    longest=r.longest,
-                    passes_all=r.passes_all,
-                ),
-                effective_text(
-                    r.effective_length_lower,
-                    shortest=r.shortest,
-                    longest=r.longest,
-                    passes_all=r.passes_all,
-                    known=r.lower_known,
-                ),
-                *scores,
-                f"{pct(r.avg)} ({ordinal(r.rank_avg)})" if ordinal(r.rank_avg) else pct(r.avg),
-                f"{pct(r.wavg_inc)} ({ordinal(r.rank_inc)})"
-                if ordinal(r.rank_inc)
-                else pct(r.wavg_inc),
-                f"{pct(r.wavg_dec)} ({ordinal(r.rank_dec)})"
-                if ordinal(r.rank_dec)
-                else pct(r.wavg_dec),
-            )
-        )
+        scores = [score_cell(cells.loc[(r.model, length)]) if (r.model, length) in cells.index else DASH
+                  for length in lengths]
+        lower = effective_text(r.effective_length_lower, shortest=r.shortest, longest=r.longest,
+                               passes_all=r.passes_all, known=r.lower_known)
+        if not r.lower_known and not reported and r.too_small:
+            lower = f"{DASH} ({TOO_SMALL})"
+        rows.append((
+            f"{r.model} {REPORTED_MARK}" if reported else r.model,
+            format_length(r.claimed_length),
+            effective_text(r.effective_length, shortest=r.shortest, longest=r.longest, passes_all=r.passes_all),
+            lower,
+            *scores,
+            _ranked(r.avg, r.rank_avg),
+            _ranked(r.wavg_inc, r.rank_inc),
+            _ranked(r.wavg_dec, r.rank_dec),
+            _tasks_text(r),
+        ))
     return Table(headers=headers, rows=tuple(rows))
+
+
+def rank_note(summary: pd.DataFrame) -> str:
+    ranked = int(summary["ranked"].sum()) if "ranked" in summary else 0
+    if ranked:
+        return (f"Ranks (1st = best) compare the {ranked} models scored on the same tasks at the same lengths; "
+                "other models are not ranked.")
+    return "No ranks: fewer than two models were scored on the same tasks at the same lengths."
 
 
 def category_display(cats: pd.DataFrame) -> Table:
     lengths = [c for c in cats.columns if c != "avg"]
     headers = ("Model", "Category", *(format_length(x) for x in lengths), "Avg")
     rows = tuple(
-        (
-            model,
-            category,
-            *(pct(cats.loc[(model, category), x]) for x in lengths),
-            pct(cats.loc[(model, category), "avg"]),
-        )
+        (model, category, *(pct(cats.loc[(model, category), x]) for x in lengths), pct(cats.loc[(model, category), "avg"]))
         for model, category in cats.index
     )
     return Table(headers=headers, rows=rows)
@@ -145,41 +185,40 @@ def task_display(tasks: pd.DataFrame) -> Table:
         row = [model, task]
         for length in lengths:
             key = (model, task, length)
-            row.append(
-                with_ci(*cells.loc[key, ["mean", "lo", "hi"]]) if key in cells.index else DASH
-            )
+            row.append(score_cell(cells.loc[key]) if key in cells.index else DASH)
         rows.append(tuple(row))
     return Table(headers=("Model", "Task", *(format_length(x) for x in lengths)), rows=tuple(rows))
 
 
+def p_text(p: object) -> str:
+    return DASH if p is None or pd.isna(p) else f"{float(p):.3g}"
+
+
 def comparison_display(comp: PairedComparison) -> Table:
-    rows = [
-        (r.task, format_length(r.length), str(r.n), with_ci(r.diff, r.lo, r.hi, signed=True))
-        for r in comp.cells.itertuples(index=False)
-    ]
-    rows += [
-        (
-            f"all tasks (avg of {r.n_tasks})",
-            format_length(r.length),
-            str(r.n),
-            with_ci(r.diff, r.lo, r.hi, signed=True),
-        )
-        for r in comp.by_length.itertuples(index=False)
-    ]
-    rows.append(
-        (
-            "overall",
-            "all",
-            str(comp.n_pairs),
-            with_ci(comp.overall, comp.overall_lo, comp.overall_hi, signed=True),
-        )
-    )
-    caption = f"{comp.model_a} − {comp.model_b}"
-    return Table(
-        headers=("Task", "Length", "Pairs", f"Difference [{comp.ci:.0%} CI]"),
-        rows=tuple(rows),
-        caption=caption,
-    )
+    rows = [(r.task, format_length(r.length), str(r.n), str(r.n_discordant), pct(r.diff, signed=True), p_text(r.p),
+             p_text(r.p_holm)) for r in comp.cells.itertuples(index=False)]
+    rows += [(f"all tasks (mean of {r.n_tasks})", format_length(r.length), str(r.n), str(r.n_discordant),
+              pct(r.diff, signed=True), p_text(r.p), p_text(r.p_holm)) for r in comp.by_length.itertuples(index=False)]
+    rows.append(("overall", "all", str(comp.n_pairs), str(comp.n_discordant), pct(comp.overall, signed=True),
+                 p_text(comp.p_value), ""))
+    return Table(headers=("Task", "Length", "Pairs", "Discordant", "Difference", "p", "p (Holm)"), rows=tuple(rows),
+                 caption=f"{comp.model_a} − {comp.model_b}")
+
+
+def comparison_text(comp: Mapping[str, object]) -> str:
+    """One line for a comparison record of results.json (percent scale): the difference, its test and the verdict."""
+    return (f"{float(comp['overall']):+.1f} (p = {p_text(comp['p_value'])}, {comp['n_pairs']} pairs, "
+            f"{comp['n_discordant']} discordant)")
+
+
+def ci_text(record: Mapping[str, object]) -> str:
+    """`mean [lo, hi]` of a results.json record (percent scale), or the reason it has no interval."""
+    mean, lo, hi = record.get("mean"), record.get("lo"), record.get("hi")
+    if mean is None:
+        return DASH
+    if lo is None or hi is None:
+        return f"{float(mean):.1f} ({record.get('method') or 'no interval'})"
+    return f"{float(mean):.1f} [{float(lo):.1f}, {float(hi):.1f}]"
 
 
 EXAMPLE_FIELDS = ("model", "task", "length", "index", "score", "prediction", "reference")
@@ -208,6 +247,4 @@ def examples_display(
             text = "" if value is None else str(value)
             row.append(text if len(text) <= text_limit else text[: text_limit - 1] + "…")
         rows.append(tuple(row))
-    return Table(
-        headers=EXAMPLE_FIELDS, rows=tuple(rows), pre=frozenset({"prediction", "reference"})
-    )
+    return Table(headers=EXAMPLE_FIELDS, rows=tuple(rows), pre=frozenset({"prediction", "reference"}))

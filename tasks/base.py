@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -53,6 +54,21 @@ def sample_seed(*parts: Any) -> int:
     """A seed that depends only on its parts, so generation order never changes a sample."""
     blob = json.dumps(parts, sort_keys=True, default=str).encode()
     return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big")
+
+
+def files_under(paths, *, dirs: bool = True) -> list[Path]:
+    """The existing files among `paths`; with `dirs`, a directory stands for every file below it."""
+    out: list[Path] = []
+    for p in paths:
+        try:
+            p = Path(p).expanduser()
+            if p.is_file():
+                out.append(p)
+            elif dirs and p.is_dir():
+                out += sorted(f for f in p.rglob("*") if f.is_file())
+        except (OSError, ValueError):  # not a path at all (a template, a long text)
+            continue
+    return out
 
 
 class Task:
@@ -106,6 +122,16 @@ class Task:
     def data_needs(self) -> str:
         """One line for `ctxbench tasks`: the data it reads (local under --data-dir, or downloaded once)."""
         return self.data_source.format(name=self.name, **self.args_json())
+
+    def data_files(self, ctx: GenContext) -> list[Path]:
+        """The local files this task reads; the sample cache is keyed by their content, so replacing a file under
+        the same path regenerates. Default: the files named by the task's arguments (tasks that read a directory,
+        or a default place under data_dir, override this)."""
+        return files_under((v for v in self.args_json().values() if isinstance(v, str)), dirs=False)
+
+    def prepare(self, ctx: GenContext) -> None:
+        """Read and check the data this task needs, before a run writes anything (bad data is one line, and no
+        half-made run directory). Kept in ctx's caches, so generation does not read it again. Default: nothing."""
 
     def samples_per_length(self, ctx: GenContext | None = None) -> int | None:
         """How many samples this task has per length; None = as many as the suite asks for."""

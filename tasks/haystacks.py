@@ -53,16 +53,42 @@ def essays_path(path: str | None, data_dir: Path | None) -> Path:
     return target
 
 
+MIN_WORDS = 50  # a haystack shorter than this is a mistake (an empty or wrong file), not a haystack
+
+
+def essay_files(path: Path) -> list[Path]:
+    """The files `read_text_source` reads: a directory's .txt files, or the file itself (for cache keys)."""
+    return sorted(path.glob("*.txt")) if path.is_dir() else [path]
+
+
 def read_text_source(path: Path) -> str:
-    """A directory of .txt files (sorted, joined), a .txt file, or a JSON file with a 'text' field."""
-    if path.is_dir():
-        files = sorted(path.glob("*.txt"))
-        if not files:
-            raise ConfigError(f"essays: no .txt files in {path}")
-        return "\n\n".join(f.read_text(encoding="utf-8", errors="replace") for f in files)
-    if path.suffix == ".json":
-        return json.loads(path.read_text())["text"]
-    return path.read_text(encoding="utf-8", errors="replace")
+    """A directory of .txt files (sorted, joined), a .txt file, or a JSON file with a 'text' field.
+
+    Refused with one line: no .txt files, unreadable or non-UTF-8 files, JSON without a 'text' string, and texts
+    of fewer than MIN_WORDS words (empty essays would give samples far shorter than their length).
+    """
+    files = essay_files(path)
+    if path.is_dir() and not files:
+        raise ConfigError(f"essays: no .txt files in {path}")
+    try:
+        if path.suffix == ".json":
+            try:
+                text = json.loads(path.read_text(encoding="utf-8"))["text"]
+            except (ValueError, KeyError, TypeError):
+                raise ConfigError(f"essays: {path} is not a JSON object with a 'text' field") from None
+            if not isinstance(text, str):
+                raise ConfigError(f"essays: {path}: 'text' must be a string")
+        else:
+            text = "\n\n".join(f.read_text(encoding="utf-8", errors="replace") for f in files)
+    except OSError as e:
+        raise ConfigError(f"essays: cannot read {path} ({e.strerror or e})") from None
+    words = len(text.split())
+    if words < MIN_WORDS:
+        raise ConfigError(f"essays: {path} holds {words} words; a haystack needs at least {MIN_WORDS} "
+                          "(are the files empty?)")
+    if text.count("\ufffd") > max(10, len(text) // 100):
+        raise ConfigError(f"essays: {path} is not UTF-8 text; give plain-text essays")
+    return text
 
 
 @dataclass(frozen=True)
@@ -110,6 +136,18 @@ def word_haystack(text: str, tokenizer, fingerprint: str) -> WordHaystack:
     cum = np.concatenate([[0], np.cumsum(costs)])
     ends = np.array([i + 1 for i, w in enumerate(words) if _SENTENCE_END.search(w)], dtype=np.int64)
     return WordHaystack(words, costs, cum, ends)
+
+
+def essay_haystack(ctx, essays: str | None) -> WordHaystack:
+    """The essays (a path, or data_dir/pg_essays) as a word haystack, read and measured once per context."""
+
+    def make() -> WordHaystack:
+        from ctxbench.harness.core.models import tokenizer_fingerprint
+
+        fp = ctx.cached(("fingerprint",), lambda: tokenizer_fingerprint(ctx.tokenizer))
+        return word_haystack(read_text_source(essays_path(essays, ctx.data_dir)), ctx.tokenizer, fp)
+
+    return ctx.cached(("essay", essays), make)
 
 
 @lru_cache(maxsize=1)

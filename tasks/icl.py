@@ -114,11 +114,7 @@ class ManyShotICL(Task):
     def split(self, which: str, data_dir: Path | None) -> list[tuple[str, int]]:
         """(text, label index) pairs of a split, from the local file or the hub."""
         if which not in self._splits:
-            given = self.args.train_file if which == "train" else self.args.test_file
-            names = [f"{self.dataset}/{which}.{ext}" for ext in ("jsonl", "json", "parquet", "csv")]
-            if self.dataset == "trec":
-                names.append("trec/train_5500.label" if which == "train" else "trec/TREC_10.label")
-            path = local_file(given, data_dir, names)
+            path = self._split_path(which, data_dir)
             hint = f"pass {which}_file: (HF columns as jsonl/parquet/csv) or put it at data_dir/{self.dataset}/{which}.jsonl"
             rows = _read_split(path) if path else hub_dataset(self.spec["hub"], split=which, what=self.name, hint=hint)
             ycol = next((c for c in self.spec["y"] if rows and c in rows[0]), None)
@@ -126,6 +122,17 @@ class ManyShotICL(Task):
                 raise ConfigError(f"{self.name}.{which}_file: needs columns {self.spec['x']!r} and {self.spec['y'][0]!r}")
             self._splits[which] = [(str(r[self.spec["x"]]), int(r[ycol])) for r in rows]
         return self._splits[which]
+
+    def _split_path(self, which: str, data_dir: Path | None) -> Path | None:
+        given = self.args.train_file if which == "train" else self.args.test_file
+        names = [f"{self.dataset}/{which}.{ext}" for ext in ("jsonl", "json", "parquet", "csv")]
+        if self.dataset == "trec":
+            names.append("trec/train_5500.label" if which == "train" else "trec/TREC_10.label")
+        return local_file(given, data_dir, names)
+
+    def data_files(self, ctx: GenContext) -> list[Path]:
+        paths = (self._split_path(which, ctx.data_dir) for which in ("train", "test"))
+        return [p for p in paths if p is not None and p.is_file()]
 
     def _per_set(self, data_dir: Path | None) -> int:
         n, want = len(self.split("test", data_dir)), self.args.eval_per_set or self.spec["eval_per_set"]

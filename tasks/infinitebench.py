@@ -24,7 +24,7 @@ from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Sample
 from ctxbench.tasks.infinitebench_metrics import get_score_one
-from ctxbench.tasks.realdata import RealArgs, RealDataTask, fit_context, hub_file, local_file, read_records, split_template
+from ctxbench.tasks.realdata import RealArgs, RealDataTask, fit_context, hub_file, read_records, split_template
 
 HUB = "xinrongzhang2022/InfiniteBench"
 
@@ -97,9 +97,12 @@ class InfiniteBench(RealDataTask):
         self.official_max_new_tokens, self.category = SPEC[task]
         self.metric = f"infinitebench/{task}"
 
+    def local_candidates(self) -> list[str]:
+        return [f"infinitebench/{self.task}.jsonl"]
+
     def load(self, data_dir: Path | None) -> list[dict[str, Any]]:
         hint = f"pass data_file: path/to/{self.task}.jsonl or put it under data_dir/infinitebench/"
-        path = local_file(self.args.data_file, data_dir, [f"infinitebench/{self.task}.jsonl"])
+        path = self.local_path(data_dir)
         return read_records(path or hub_file(HUB, f"{self.task}.jsonl", what=self.name, hint=hint))
 
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext) -> Sample:

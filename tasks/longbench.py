@@ -29,7 +29,6 @@ from ctxbench.tasks.realdata import (
     fit_context,
     hub_dataset,
     hub_file,
-    local_file,
     read_records,
     renderer_for,
     split_template,
@@ -113,9 +112,12 @@ class LongBench(RealDataTask):
         """The hub config / file name: the dataset, with _e for LongBench-E."""
         return f"{self.dataset}_e" if self.e else self.dataset
 
+    def local_candidates(self) -> list[str]:
+        return [f"longbench/{self.config}.jsonl", f"longbench/data/{self.config}.jsonl"]
+
     def load(self, data_dir: Path | None) -> list[dict[str, Any]]:
         hint = f"pass data_file: path/to/{self.config}.jsonl (from LongBench's data.zip) or put it under data_dir/longbench/"
-        path = local_file(self.args.data_file, data_dir, [f"longbench/{self.config}.jsonl", f"longbench/data/{self.config}.jsonl"])
+        path = self.local_path(data_dir)
         if path is not None:
             return read_records(path)
         try:

@@ -17,7 +17,7 @@ from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import OfflineError
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Sample
-from ctxbench.tasks.realdata import RealArgs, RealDataTask, fit_context, hub_dataset, hub_file, local_file, read_records
+from ctxbench.tasks.realdata import RealArgs, RealDataTask, fit_context, hub_dataset, hub_file, read_records
 
 HUB = "THUDM/LongBench-v2"
 PROMPT = (
@@ -48,9 +48,12 @@ class LongBench2(RealDataTask):
     metric = "longbench2/choice"
     official_max_new_tokens = 128
 
+    def local_candidates(self) -> list[str]:
+        return ["longbench2/data.json", "longbench2/data.jsonl"]
+
     def load(self, data_dir: Path | None) -> list[dict[str, Any]]:
         hint = "pass data_file: path/to/data.json (from the LongBench-v2 hub repo) or put it at data_dir/longbench2/data.json"
-        path = local_file(self.args.data_file, data_dir, ["longbench2/data.json", "longbench2/data.jsonl"])
+        path = self.local_path(data_dir)
         if path is not None:
             return read_records(path)
         try:

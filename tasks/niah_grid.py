@@ -16,6 +16,7 @@ from pydantic import Field, field_validator
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.registry import register
 from ctxbench.tasks.base import Task, TaskArgs, check_points, points
+from ctxbench.tasks.haystacks import essay_files, essay_haystack, essays_path
 from ctxbench.tasks.ruler.niah import ANSWER_PREFIX, NEEDLE, TEMPLATE, Niah, NiahArgs
 
 
@@ -46,6 +47,12 @@ class NiahGrid(Task):
     summary = "NIAH length x depth grid: {num_needles} needle(s) at each of the depths, exact scoring"
     data_source = "pg_essays/ (Paul Graham essays; downloaded once if no --data-dir)"
     metric = "string_match_all"
+
+    def prepare(self, ctx: GenContext) -> None:
+        essay_haystack(ctx, self.args.haystack)
+
+    def data_files(self, ctx: GenContext):
+        return essay_files(essays_path(self.args.haystack, ctx.data_dir))
 
     def samples_per_length(self, ctx: GenContext | None = None) -> int:
         return len(self.args.depth_list()) * self.args.samples_per_cell

@@ -62,17 +62,27 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"data_file: cannot read {path} ({e.strerror or e})") from None
-    try:
-        if path.suffix == ".json":
+    if path.suffix == ".json":
+        try:
             data = json.loads(text)
-            data = data.get("data", data) if isinstance(data, dict) else data
-            if not isinstance(data, list):
-                raise ConfigError(f"data_file: {path} must hold a JSON list of records")
-            return data
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as e:
-        kind = "JSON" if path.suffix == ".json" else "JSON lines"
-        raise ConfigError(f"data_file: {path} is not valid {kind} (line {e.lineno}: {e.msg})") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"data_file: {path} is not valid JSON (line {e.lineno}: {e.msg})") from None
+        data = data.get("data", data) if isinstance(data, dict) else data
+        if not isinstance(data, list):
+            raise ConfigError(f"data_file: {path} must hold a JSON list of records")
+        return data
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"data_file: {path}:{number} is not a JSON object ({e.msg}); "
+                              "fix that line or give the official file") from None
+        if not isinstance(rows[-1], dict):
+            raise ConfigError(f"data_file: {path}:{number} is not a JSON object; give the official file")
+    return rows
 
 
 def local_file(data_file: str | None, data_dir: Path | None, candidates: Sequence[str]) -> Path | None:
@@ -150,13 +160,27 @@ class RealDataTask(Task):
     def max_new_tokens(self) -> int:
         return self.args.max_new_tokens or self.official_max_new_tokens
 
+    def local_candidates(self) -> list[str]:
+        """Where the official file sits under data_dir (relative paths, first found wins)."""
+        return []
+
+    def local_path(self, data_dir: Path | None) -> Path | None:
+        return local_file(self.args.data_file, data_dir, self.local_candidates())
+
+    def data_files(self, ctx: GenContext) -> list[Path]:
+        path = self.local_path(ctx.data_dir)
+        return [path] if path is not None and path.is_file() else []
+
     def load(self, data_dir: Path | None) -> list[dict[str, Any]]:
-        """All examples, official order. Subclasses read the local file or the hub."""
+        """All examples, official order. Subclasses read the local file (local_path) or the hub."""
         raise NotImplementedError
 
     def records(self, ctx: GenContext | None = None) -> list[dict[str, Any]]:
         if self._records is None:
             rows = self.load(ctx.data_dir if ctx is not None else None)
+            if not rows:
+                where = self.local_path(ctx.data_dir if ctx is not None else None) or "the hub dataset"
+                raise ConfigError(f"{self.name}: {where} holds no examples; give the benchmark's official file")
             self._records = rows[: self.args.limit] if self.args.limit else rows
         return self._records
 

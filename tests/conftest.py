@@ -36,3 +36,24 @@ def gen_ctx(smol_tokenizer, data_dir):
     from ctxbench.harness.core.prompting import PromptRenderer
 
     return GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer), data_dir=data_dir)
+
+
+@pytest.fixture()
+def ctxbench(capsys, monkeypatch):
+    """`ctxbench ARGS...` through the CLI's own main() in this process (its error handling, without a Python start-up):
+    returns (exit code, stdout, stderr)."""
+    import sys
+
+    from ctxbench.harness import cli
+
+    def run(*args: str) -> tuple[int, str, str]:
+        monkeypatch.setattr(sys, "argv", ["ctxbench", *args])
+        try:
+            cli.main()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

@@ -1,19 +1,24 @@
-"""Backends. Each factory imports its heavy stack (torch, vllm, httpx) only when it is built."""
+"""Backends. Each factory checks its arguments (backends/args.py) first, then imports its heavy stack (torch,
+vllm, httpx) only when it is built."""
 
 from __future__ import annotations
 
+from ctxbench.harness.backends.args import EchoArgs, HFArgs
+from ctxbench.harness.core.backend import parse_backend_args
 from ctxbench.harness.core.registry import register
 
 
 @register("backend", "hf")
-def hf(**kwargs):
+def hf(*, model: str, truncation: str = "refuse", **kwargs):
+    args = parse_backend_args(HFArgs, kwargs, backend="hf")
     from ctxbench.harness.backends.hf import HFBackend
 
-    return HFBackend(**kwargs)
+    return HFBackend(model=model, truncation=truncation, **args.model_dump())
 
 
 @register("backend", "echo")
-def echo(**kwargs):
+def echo(*, model: str, truncation: str = "refuse", **kwargs):
+    args = parse_backend_args(EchoArgs, kwargs, backend="echo")
     from ctxbench.harness.backends.echo import EchoBackend
 
-    return EchoBackend(**kwargs)
+    return EchoBackend(model=model, **args.model_dump())

@@ -10,18 +10,17 @@ from ctxbench.harness.core.types import Prediction, Request
 class EchoBackend:
     name = "echo"
     capabilities = frozenset({"generate"})
-    batch_size = 8
-
-    def __init__(self, *, model: str, delay: float = 0.0, context_length: int = 1 << 30, **_: object):
+    def __init__(self, *, model: str, delay: float = 0.0, context_length: int = 1 << 30, batch_size: int = 8):
         from ctxbench.harness.core.models import load_tokenizer
 
         self.model = model
         self.tokenizer = load_tokenizer(model)
         self.delay = float(delay)
         self.context_length = int(context_length)
+        self.batch_size = int(batch_size)
 
     def info(self) -> dict:
-        return {"model": self.model, "delay": self.delay}
+        return {"model": self.model, "delay": self.delay, "batch_size": self.batch_size}
 
     def generate(self, requests: list[Request]) -> list[Prediction]:
         out = []

@@ -32,7 +32,8 @@ import time
 from functools import partial
 from typing import Any
 
-from ctxbench.harness.core.backend import apply_truncation
+from ctxbench.harness.backends.args import LMEvalArgs
+from ctxbench.harness.core.backend import apply_truncation, parse_backend_args
 from ctxbench.harness.core.errors import ConfigError, CtxbenchError
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Prediction, Request
@@ -46,8 +47,9 @@ HF_TYPES = {"hf", "hf-auto", "huggingface", "steered"}
 OWN_KEYS = ("tokenizer", "context_length", "chunk_size", "model_type")
 
 
-def lmeval(**kwargs):
-    return LMEvalBackend(**kwargs)
+def lmeval(*, model: str, truncation: str = "refuse", **kwargs):
+    args = parse_backend_args(LMEvalArgs, kwargs, backend="lmeval")
+    return LMEvalBackend(model=model, truncation=truncation, **args.model_dump())
 
 
 register("backend", "lmeval")(lmeval)

@@ -14,18 +14,21 @@ Two APIs (`api=`):
   serve` 5.x, which rejects unknown fields with 422 and always adds a generation prompt; OpenAI's API).
   `prefill=auto` (default) probes the server once at start-up and records the mode in the run record.
 
-Every request is greedy (temperature 0). Requests run concurrently (asyncio + httpx, `concurrency`), with
-an optional requests-per-minute cap (`rpm`). Timeouts, connection errors, 429, 5xx and unreadable
-responses are retried with exponential backoff and jitter (`max_retries`, `backoff`, `backoff_max`,
-honouring Retry-After); a 4xx other than 429 is that sample's error. A sample that still fails is
-returned as Prediction(error=...): the runner records it and a rerun fills it in.
+Every request is greedy (temperature 0). Requests run concurrently (`concurrency`) on ONE event loop in a
+daemon thread and ONE httpx client (one connection pool) for the backend's lifetime, with an optional
+requests-per-minute cap (`rpm`). One retry policy (tenacity) serves every call, start-up probes included:
+timeouts, connection errors, 429, 5xx, unreadable responses and well-formed JSON without a completion are
+retried with exponential backoff and jitter (`max_retries`, `backoff`, `backoff_max`, honouring
+Retry-After); a 4xx other than 429 is that sample's error. A sample that still fails is returned as
+Prediction(error=...): the runner records it and a rerun fills it in.
 
 Lengths are checked before sending, with the local tokenizer (`count_tokens=local`) or the server's
 /tokenize endpoint (`count_tokens=server`, vLLM): an over-long prompt is refused or cut in the middle
 by the suite's truncation policy, never sent to be cut or rejected silently by the server.
 
 The API key is read from the environment variable named by `api_key_env`; its value never reaches
-info(), the run record, logs or error messages.
+info(), the run record, logs or error messages. Credentials in `base_url` (user:password@) and authorization
+values that a server echoes back are masked the same way (core.redact).
 """
 
 from __future__ import annotations
@@ -36,11 +39,15 @@ import os
 import random
 import threading
 import time
+import weakref
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbench.harness.core.backend import apply_truncation
+from ctxbench.harness.backends.args import OpenAIArgs
+from ctxbench.harness.core.backend import apply_truncation, parse_backend_args
 from ctxbench.harness.core.errors import ConfigError, CtxbenchError, PromptTooLongError
+from ctxbench.harness.core.redact import redact, url_secrets
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Prediction, Request
 
@@ -75,117 +82,119 @@ class _Prepared:
     truncated: int
 
 
-def _num(value: Any, field: str, typ=float, minimum: float = 0) -> Any:
+class _LoopThread:
+    """One asyncio event loop in a daemon thread, for a backend's lifetime: its client, connection pool, semaphore
+    and rate limiter live there. Synchronous callers submit coroutines and wait; Ctrl-C cancels what is in flight."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="ctxbench-openai", daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+
+def _shutdown(io: _LoopThread, client: Any) -> None:
+    """Close the client on its loop, then stop the loop (at close(), garbage collection or interpreter exit)."""
+    if not io.loop.is_running():
+        return
+    if threading.current_thread() is io.thread:  # the last reference died on the loop itself: close without waiting
+        async def close_then_stop() -> None:
+            await client.aclose()
+            io.loop.stop()
+
+        io.loop.create_task(close_then_stop())
+        return
     try:
-        v = typ(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"backend_args.{field}: expected a number, got {value!r}") from None
-    if v < minimum:
-        raise ConfigError(f"backend_args.{field}: must be >= {minimum}, got {value!r}")
-    return v
+        asyncio.run_coroutine_threadsafe(client.aclose(), io.loop).result(timeout=5)
+    except Exception:  # noqa: BLE001 - best effort while shutting down
+        pass
+    io.loop.call_soon_threadsafe(io.loop.stop)
+    io.thread.join(timeout=5)
 
 
 class OpenAIBackend:
     name = "openai"
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        truncation: str = "refuse",
-        base_url: str = "http://127.0.0.1:8000/v1",
-        api: str = "completions",
-        served_model: str | None = None,
-        tokenizer: str | None = None,
-        api_key_env: str = "",
-        context_length: int = 0,
-        concurrency: int = 8,
-        timeout: float = 600.0,
-        max_retries: int = 6,
-        backoff: float = 1.0,
-        backoff_max: float = 60.0,
-        rpm: float = 0.0,
-        prefill: str = "auto",
-        count_tokens: str = "local",
-        prompt_format: str = "text",
-        extra_body: dict | None = None,
-        batch_size: int = 0,
-        connect_timeout: float = 10.0,
-        **unknown: Any,
-    ):
-        if "api_key" in unknown:
-            raise ConfigError("backend_args.api_key: never pass a key as an argument (it would be recorded); "
-                              "export it in an environment variable and pass api_key_env=NAME")
-        if unknown:
-            raise ConfigError(f"backend_args: unknown key(s) {', '.join(sorted(unknown))} for backend openai; "
-                              "see harness/backends/openai_compat.py for the accepted keys")
+    def __init__(self, *, model: str, truncation: str = "refuse", **kwargs: Any):
+        a = parse_backend_args(OpenAIArgs, kwargs, backend="openai")
         try:
-            import httpx  # noqa: F401
+            import httpx
         except ImportError:
             raise ConfigError("backend openai needs the serve extra: pip install 'ctxbench[serve]'") from None
-        if api not in APIS:
-            raise ConfigError(f"backend_args.api: use completions or chat, got {api!r}")
-        if prefill not in PREFILL_MODES:
-            raise ConfigError(f"backend_args.prefill: use auto, continue or user, got {prefill!r}")
-        if count_tokens not in ("local", "server"):
-            raise ConfigError(f"backend_args.count_tokens: use local or server, got {count_tokens!r}")
-        if prompt_format not in ("text", "ids"):
-            raise ConfigError(f"backend_args.prompt_format: use text or ids, got {prompt_format!r}")
-        if prompt_format == "ids" and api == "chat":
+        if a.prompt_format == "ids" and a.api == "chat":
             raise ConfigError("backend_args.prompt_format: ids works with api=completions only")
-        if extra_body is not None and not isinstance(extra_body, dict):
-            raise ConfigError("backend_args.extra_body: expected a JSON object, e.g. extra_body='{\"top_k\": 1}'")
-        if not str(base_url).startswith(("http://", "https://")):
-            raise ConfigError(f"backend_args.base_url: expected http(s)://host:port/v1, got {base_url!r}")
+        if not a.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"backend_args.base_url: expected http(s)://host:port/v1, got {redact(a.base_url)!r}")
 
         self.model = model
-        self.served_model = served_model or model
-        self.base_url = str(base_url).rstrip("/")
-        self.api = api
-        self.capabilities = frozenset({"generate", "chat"} if api == "chat" else {"generate"})
+        self.served_model = a.served_model or model
+        self.base_url = a.base_url.rstrip("/")
+        self.api = a.api
+        self.capabilities = frozenset({"generate", "chat"} if a.api == "chat" else {"generate"})
         self.truncation = truncation
-        self.concurrency = int(_num(concurrency, "concurrency", int, 1))
-        self.timeout = _num(timeout, "timeout", float, 0.001)
-        self.connect_timeout = _num(connect_timeout, "connect_timeout", float, 0.001)
-        self.max_retries = int(_num(max_retries, "max_retries", int, 0))
-        self.backoff = _num(backoff, "backoff")
-        self.backoff_max = _num(backoff_max, "backoff_max")
-        self.rpm = _num(rpm, "rpm")
-        self.count_tokens = count_tokens
-        self.prompt_format = prompt_format
-        self.extra_body = dict(extra_body or {})
-        self.batch_size = int(_num(batch_size, "batch_size", int, 0)) or self.concurrency * 4
-        self.api_key_env = api_key_env
+        self.concurrency, self.timeout, self.connect_timeout = a.concurrency, a.timeout, a.connect_timeout
+        self.max_retries, self.backoff, self.backoff_max, self.rpm = a.max_retries, a.backoff, a.backoff_max, a.rpm
+        self.count_tokens = a.count_tokens
+        self.prompt_format = a.prompt_format
+        self.extra_body = dict(a.extra_body or {})
+        self.batch_size = a.batch_size or self.concurrency * 4
+        self.api_key_env = a.api_key_env
         self._api_key = ""
-        if api_key_env:
-            self._api_key = os.environ.get(api_key_env, "")
+        if a.api_key_env:
+            self._api_key = os.environ.get(a.api_key_env, "")
             if not self._api_key:
-                raise ConfigError(f"backend_args.api_key_env: environment variable {api_key_env} is not set or empty")
+                raise ConfigError(f"backend_args.api_key_env: environment variable {a.api_key_env} is not set or empty")
+        self._secrets = [self._api_key, *url_secrets(self.base_url)]
 
         from ctxbench.harness.core.models import load_tokenizer
 
-        self.tokenizer_spec = tokenizer or model
+        self.tokenizer_spec = a.tokenizer or model
         try:
             self.tokenizer = load_tokenizer(self.tokenizer_spec)
         except CtxbenchError as e:
-            hint = "" if tokenizer else "; the model name is not loadable locally, pass --backend-arg tokenizer=<alias, dir or hub id>"
+            hint = "" if a.tokenizer else "; the model name is not loadable locally, pass --backend-arg tokenizer=<alias, dir or hub id>"
             raise ConfigError(f"backend_args.tokenizer: {e}{hint}") from None
 
-        if api == "chat" and count_tokens == "local" and not getattr(self.tokenizer, "chat_template", None):
+        if a.api == "chat" and a.count_tokens == "local" and not getattr(self.tokenizer, "chat_template", None):
             raise ConfigError(f"backend_args.tokenizer: {self.tokenizer_spec!r} has no chat template to count chat prompts with; "
                               "pass the model's tokenizer, or count_tokens=server")
-        self._rl_lock: asyncio.Lock | None = None
+        # the clock and sleep of the rate limiter and the retry waits (tests replace them with fake ones)
+        self._clock: Callable[[], float] = time.monotonic
+        self._sleep: Callable[[float], Coroutine[Any, Any, None]] = asyncio.sleep
         self._next_slot = 0.0
-        self.server_context = self._probe_models()
-        self.context_length = int(_num(context_length, "context_length", int, 0)) or self.server_context or self._local_context()
+        self._io = _LoopThread()
+        self._client = self._io.run(self._open(httpx))
+        self._finalizer = weakref.finalize(self, _shutdown, self._io, self._client)
+
+        self.server_context = self._io.run(self._probe_models())
+        self.context_length = a.context_length or self.server_context or self._local_context()
         if not self.context_length:
             raise ConfigError(f"backend_args.context_length: cannot tell the context length of {self.served_model!r} "
                               "from the server or a local config; pass --backend-arg context_length=N")
-        self.prefill = prefill if api == "chat" else "n/a"
-        if api == "chat" and prefill == "auto":
-            self.prefill = "continue" if self._probe_continue() else "user"
-        if count_tokens == "server":
-            self._probe_tokenize()
+        self.prefill = a.prefill if a.api == "chat" else "n/a"
+        if a.api == "chat" and a.prefill == "auto":
+            self.prefill = "continue" if self._io.run(self._probe_continue()) else "user"
+        if a.count_tokens == "server":
+            self._io.run(self._probe_tokenize())
+
+    async def _open(self, httpx) -> Any:
+        """The one client (and its pool), the concurrency semaphore and the rate limiter's lock, on the backend's loop."""
+        self._sem = asyncio.Semaphore(self.concurrency)
+        self._rl_lock = asyncio.Lock()
+        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+        timeout = httpx.Timeout(self.timeout, connect=self.connect_timeout)
+        return httpx.AsyncClient(timeout=timeout, limits=limits, headers=self._headers())
+
+    def close(self) -> None:
+        """Close the HTTP client and stop the backend's event loop (also done at exit)."""
+        self._finalizer()
 
     # ---------------------------------------------------------------- record
 
@@ -194,7 +203,7 @@ class OpenAIBackend:
         return {
             "model": self.model,
             "served_model": self.served_model,
-            "base_url": self.base_url,
+            "base_url": redact(self.base_url, self._secrets),
             "api": self.api,
             "answer_prefix": {"continue": "continued assistant message", "user": "appended to the user turn",
                               "n/a": "in the raw prompt"}[self.prefill],
@@ -221,46 +230,15 @@ class OpenAIBackend:
             h["Authorization"] = f"Bearer {self._api_key}"
         return h
 
-    def _clean(self, text: str) -> str:
-        """Error text safe to record: no key, one line, bounded."""
-        text = " ".join(str(text).split())
-        if self._api_key:
-            text = text.replace(self._api_key, "***")
-        return text[:300]
+    def _clean(self, text: Any) -> str:
+        """Error text safe to record: no key, no URL credentials, no echoed authorization, one line, bounded."""
+        return redact(" ".join(str(text).split()), self._secrets)[:300]
 
     def _root(self) -> str:
         """Server root (vLLM serves /tokenize there, not under /v1)."""
         return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
 
-    def _sync(self, method: str, url: str, body: dict | None = None, *, retry_status: bool = True) -> tuple[int, Any]:
-        """One start-up call with the retry policy; (status, parsed JSON or None). Raises ConfigError if unreachable.
-
-        retry_status=False: any HTTP answer counts (only connection failures and timeouts are retried).
-        """
-        import httpx
-
-        tries = self.max_retries + 1
-        last = ""
-        with httpx.Client(timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout), headers=self._headers()) as client:
-            for attempt in range(tries):
-                try:
-                    r = client.request(method, url, json=body)
-                    if retry_status and (r.status_code == 429 or r.status_code >= 500):
-                        raise _Retry(f"HTTP {r.status_code}", _retry_after(r))
-                    try:
-                        data = r.json()
-                    except ValueError:
-                        if r.status_code < 400 and retry_status:
-                            raise _Retry("unreadable JSON response") from None
-                        data = None
-                    return r.status_code, data
-                except (_Retry, httpx.TimeoutException, httpx.TransportError) as e:
-                    last = str(e) or type(e).__name__
-                    delay = getattr(e, "delay", None)
-                if attempt + 1 < tries:
-                    time.sleep(self._delay(attempt, delay))
-        raise ConfigError(f"backend_args.base_url: no usable answer from {self._clean(url)} after {tries} tries "
-                          f"({self._clean(last)}); is the server running?")
+    # ---------------------------------------------------------------- the one retry policy
 
     def _delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Exponential backoff with full jitter, at least the server's Retry-After, at most backoff_max."""
@@ -270,11 +248,86 @@ class OpenAIBackend:
             d = max(d, retry_after)
         return min(d, self.backoff_max) if self.backoff_max else d
 
+    def _retrying(self):
+        """Up to max_retries + 1 attempts of anything that raises _Retry; waits per _delay; the last _Retry re-raised."""
+        from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
+
+        def wait(state) -> float:
+            return self._delay(state.attempt_number - 1, getattr(state.outcome.exception(), "delay", None))
+
+        return AsyncRetrying(stop=stop_after_attempt(self.max_retries + 1), wait=wait, reraise=True,
+                             retry=retry_if_exception_type(_Retry), sleep=lambda d: self._sleep(d))
+
+    async def _request(self, method: str, url: str, body: dict | None = None, *, probe: bool = False,
+                       retry_status: bool = True, parse: Callable[[dict[str, Any]], Any] | None = None,
+                       timing: list[float] | None = None) -> Any:
+        """One HTTP call under the retry policy: timeouts, connection errors and (retry_status) 429/5xx are retried.
+
+        probe=False (requests of samples): rate-limited; unreadable or non-object JSON is retried, another 4xx
+        raises _Fail; returns parse(data) (a parse error is retried too); `timing` gets each attempt's seconds.
+        probe=True (start-up): the HTTP answer counts whatever its status (but 429/5xx with retry_status); a
+        2xx/3xx whose body is not JSON is retried; returns (status, parsed JSON or None).
+        """
+        async for attempt in self._retrying():
+            with attempt:
+                return await self._exchange(method, url, body, probe, retry_status, parse, timing)
+        raise _Retry("no attempt made")  # unreachable: reraise=True ends the loop with the last error
+
+    async def _exchange(self, method: str, url: str, body: dict | None, probe: bool, retry_status: bool, parse,
+                        timing: list[float] | None = None) -> Any:
+        import httpx
+
+        if not probe:
+            await self._throttle()
+        try:
+            async with self._sem:
+                t0 = time.perf_counter()
+                resp = await self._client.request(method, url, json=body)
+                if timing is not None:
+                    timing.append(time.perf_counter() - t0)
+        except httpx.TimeoutException:
+            raise _Retry(f"timed out after {self.timeout:g}s") from None
+        except httpx.TransportError as e:
+            raise _Retry(f"connection error ({type(e).__name__}: {self._clean(e)})") from None
+        status = resp.status_code
+        if retry_status and (status == 429 or status >= 500):
+            raise _Retry(f"HTTP {status}: {self._clean(resp.text)}", _retry_after(resp))
+        if probe:
+            try:
+                return status, resp.json()
+            except ValueError:
+                if status < 400 and retry_status:
+                    raise _Retry("unreadable JSON response") from None
+                return status, None
+        if status >= 400:
+            raise _Fail(f"HTTP {status}: {self._clean(_detail(resp))}")
+        try:
+            data = resp.json()
+        except ValueError:
+            raise _Retry(f"unreadable JSON in a {status} response ({len(resp.content)} bytes)") from None
+        if not isinstance(data, dict):
+            raise _Retry(f"unexpected JSON in a {status} response")
+        if parse is None:
+            return data
+        try:
+            return parse(data)
+        except (KeyError, IndexError, TypeError, ValueError) as e:  # a well-formed object without a completion
+            raise _Retry(f"malformed completion response: {type(e).__name__}: {self._clean(e)}") from None
+
+    async def _probe(self, method: str, url: str, body: dict | None = None, *, retry_status: bool = True) -> tuple[int, Any]:
+        """A start-up call: (status, JSON or None); ConfigError (one line) when the server cannot be reached."""
+        try:
+            return await self._request(method, url, body, probe=True, retry_status=retry_status)
+        except _Retry as e:
+            raise ConfigError(f"backend_args.base_url: no usable answer from {self._clean(url)} after {self.max_retries + 1} "
+                              f"tries ({self._clean(e)}); is the server running?") from None
+
     # ---------------------------------------------------------------- start-up probes
 
-    def _probe_models(self) -> int:
+    async def _probe_models(self) -> int:
         """Check that the server answers; return the model's context length if /models states it (vLLM: max_model_len)."""
-        status, data = self._sync("GET", f"{self.base_url}/models", retry_status=False)  # transformers serve: 500 without a hub cache
+        # any answer counts (transformers serve: 500 without a hub cache); only an unreachable server is an error
+        status, data = await self._probe("GET", f"{self.base_url}/models", retry_status=False)
         if status in (401, 403):
             raise ConfigError(f"backend_args.api_key_env: the server refused the credentials (HTTP {status})")
         if status >= 400 or not isinstance(data, dict):
@@ -298,16 +351,16 @@ class OpenAIBackend:
             return 0
         return int(getattr(config, "max_position_embeddings", 0) or 0)
 
-    def _probe_continue(self) -> bool:
+    async def _probe_continue(self) -> bool:
         """Whether the server continues a final assistant message (vLLM/SGLang fields); 4xx means it cannot."""
         body = {"model": self.served_model, "max_tokens": 1, "temperature": 0, "stream": False,
                 "messages": [{"role": "user", "content": "Say OK."}, {"role": "assistant", "content": "O"}],
                 **CONTINUE_FIELDS, **self.extra_body}
-        status, data = self._sync("POST", f"{self.base_url}/chat/completions", body)
+        status, data = await self._probe("POST", f"{self.base_url}/chat/completions", body)
         return status < 400 and isinstance(data, dict) and bool(data.get("choices"))
 
-    def _probe_tokenize(self) -> None:
-        status, data = self._sync("POST", f"{self._root()}/tokenize", {"model": self.served_model, "prompt": "hello"})
+    async def _probe_tokenize(self) -> None:
+        status, data = await self._probe("POST", f"{self._root()}/tokenize", {"model": self.served_model, "prompt": "hello"})
         if status >= 400 or not isinstance(data, dict) or "count" not in data:
             raise ConfigError(f"backend_args.count_tokens: the server has no usable {self._root()}/tokenize endpoint "
                               f"(HTTP {status}); use count_tokens=local")
@@ -332,7 +385,7 @@ class OpenAIBackend:
             out = out["input_ids"]
         return list(out)
 
-    async def _count(self, client, r: Request, messages: list[dict] | None, prompt: str) -> tuple[int, list[int] | None]:
+    async def _count(self, r: Request, messages: list[dict] | None, prompt: str) -> tuple[int, list[int] | None]:
         """(token count, ids if cheaply known). Server counting asks /tokenize; local counting the local tokenizer."""
         if self.count_tokens == "server":
             payload: dict[str, Any] = {"model": self.served_model}
@@ -341,7 +394,7 @@ class OpenAIBackend:
             else:
                 cont = self._continuing(r)
                 payload.update(messages=messages, add_generation_prompt=not cont, continue_final_message=cont)
-            data = await self._call(client, f"{self._root()}/tokenize", payload)
+            data = await self._call(f"{self._root()}/tokenize", payload)
             ids = data.get("tokens")
             return int(data["count"]), (list(ids) if isinstance(ids, list) else None)
         if messages is None:
@@ -352,13 +405,13 @@ class OpenAIBackend:
         ids = self._local_chat_ids(messages, self._continuing(r))
         return len(ids), ids
 
-    async def _prepare(self, client, r: Request) -> _Prepared:
+    async def _prepare(self, r: Request) -> _Prepared:
         """Body for one request, after the length check (refuse raises PromptTooLongError; middle cuts, recorded)."""
         limit = self.context_length - r.max_new_tokens
         body: dict[str, Any] = {"model": self.served_model, "max_tokens": r.max_new_tokens, "temperature": 0,
                                 "stream": False}
         if self.api == "completions":
-            n, ids = await self._count(client, r, None, r.prompt)
+            n, ids = await self._count(r, None, r.prompt)
             truncated = 0
             if n > limit or self.prompt_format == "ids":
                 if ids is None or (self.count_tokens == "server" and self.prompt_format == "text"):
@@ -380,7 +433,7 @@ class OpenAIBackend:
             raise ConfigError(f"backend_args.api: chat needs samples that carry their user text; {r.sample_id} has none "
                               "(samples from an older ctxbench): regenerate them, or use api=completions")
         messages = self._messages(r)
-        n, _ = await self._count(client, r, messages, "")
+        n, _ = await self._count(r, messages, "")
         truncated = 0
         if n > limit:
             # refuse, or cut the middle of the task text until the whole chat fits
@@ -396,7 +449,7 @@ class OpenAIBackend:
                 cut_req = Request(r.sample_id, r.prompt, r.max_new_tokens, r.add_special_tokens, None,
                                   self.tokenizer.decode(cut_ids), r.answer_prefix)
                 messages = self._messages(cut_req)
-                n, _ = await self._count(client, cut_req, messages, "")
+                n, _ = await self._count(cut_req, messages, "")
                 if n <= limit:
                     break
                 over += n - limit
@@ -430,47 +483,20 @@ class OpenAIBackend:
     # ---------------------------------------------------------------- sending
 
     async def _throttle(self) -> None:
+        """At most rpm requests a minute: each takes the next slot, 60/rpm seconds after the previous one."""
         if not self.rpm:
             return
-        assert self._rl_lock is not None
         async with self._rl_lock:
-            now = time.monotonic()
+            now = self._clock()
             wait = self._next_slot - now
             self._next_slot = max(now, self._next_slot) + 60.0 / self.rpm
         if wait > 0:
-            await asyncio.sleep(wait)
+            await self._sleep(wait)
 
-    async def _call(self, client, url: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST with retries; the parsed JSON object. Raises _Fail (4xx) or _Retry (retries used up)."""
-        import httpx
-
-        last: _Retry | None = None
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                await asyncio.sleep(self._delay(attempt - 1, last.delay if last else None))
-            await self._throttle()
-            try:
-                async with self._sem:
-                    resp = await client.post(url, json=body)
-                status = resp.status_code
-                if status == 429 or status >= 500:
-                    raise _Retry(f"HTTP {status}: {self._clean(resp.text)}", _retry_after(resp))
-                if status >= 400:
-                    raise _Fail(f"HTTP {status}: {self._clean(_detail(resp))}")
-                try:
-                    data = resp.json()
-                except ValueError:
-                    raise _Retry(f"unreadable JSON in a {status} response ({len(resp.content)} bytes)") from None
-                if not isinstance(data, dict):
-                    raise _Retry(f"unexpected JSON in a {status} response")
-                return data
-            except httpx.TimeoutException:
-                last = _Retry(f"timed out after {self.timeout:g}s")
-            except httpx.TransportError as e:
-                last = _Retry(f"connection error ({type(e).__name__}: {self._clean(e)})")
-            except _Retry as e:
-                last = e
-        raise last or _Retry("no attempt made")
+    async def _call(self, url: str, body: dict[str, Any], parse: Callable[[dict[str, Any]], Any] | None = None,
+                    timing: list[float] | None = None) -> Any:
+        """POST with the retry policy; parse(JSON object) or the object. Raises _Fail (4xx) or _Retry (retries used up)."""
+        return await self._request("POST", url, body, parse=parse, timing=timing)
 
     def _parse(self, data: dict[str, Any]) -> tuple[str, int | None, int | None, str | None]:
         """(text, completion tokens, prompt tokens, finish reason) from a (chat) completion response."""
@@ -487,72 +513,38 @@ class OpenAIBackend:
         ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
         return text, (int(ct) if ct is not None else None), (int(pt) if pt is not None else None), choice.get("finish_reason")
 
-    async def _one(self, client, p: _Prepared) -> Prediction:
+    async def _one(self, p: _Prepared) -> Prediction:
         url = f"{self.base_url}/{'chat/completions' if self.api == 'chat' else 'completions'}"
         r = p.request
         start = time.perf_counter()
-        attempts = 0
-        while True:
-            attempts += 1
-            t0 = time.perf_counter()
-            try:
-                data = await self._call(client, url, p.body)
-                latency = time.perf_counter() - t0
-                text, completion_tokens, server_prompt_tokens, _ = self._parse(data)
-            except _Fail as e:
-                return Prediction(r.sample_id, "", p.prompt_tokens, 0, time.perf_counter() - start, p.truncated, error=str(e))
-            except _Retry as e:
-                return Prediction(r.sample_id, "", p.prompt_tokens, 0, time.perf_counter() - start, p.truncated,
-                                  error=f"gave up after {self.max_retries + 1} attempts: {e}")
-            except (KeyError, IndexError, TypeError, ValueError) as e:
-                if attempts <= self.max_retries:  # a well-formed JSON object without a completion: retry it
-                    await asyncio.sleep(self._delay(attempts - 1))
-                    continue
-                return Prediction(r.sample_id, "", p.prompt_tokens, 0, time.perf_counter() - start, p.truncated,
-                                  error=f"malformed completion response: {type(e).__name__}: {self._clean(e)}")
-            if completion_tokens is None:  # servers without usage: count locally
-                completion_tokens = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-            return Prediction(r.sample_id, text, server_prompt_tokens or p.prompt_tokens, completion_tokens, latency, p.truncated)
+        timing: list[float] = []
+        try:
+            text, completion_tokens, server_prompt_tokens, _ = await self._call(url, p.body, self._parse, timing)
+        except _Fail as e:
+            return Prediction(r.sample_id, "", p.prompt_tokens, 0, time.perf_counter() - start, p.truncated, error=str(e))
+        except _Retry as e:
+            return Prediction(r.sample_id, "", p.prompt_tokens, 0, time.perf_counter() - start, p.truncated,
+                              error=f"gave up after {self.max_retries + 1} attempts: {e}")
+        if completion_tokens is None:  # servers without usage: count locally
+            completion_tokens = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        # the latency of the attempt that answered (retries' waits are not the model's time)
+        return Prediction(r.sample_id, text, server_prompt_tokens or p.prompt_tokens, completion_tokens, timing[-1], p.truncated)
 
     async def _run(self, requests: list[Request]) -> list[Prediction]:
-        import httpx
-
-        self._sem = asyncio.Semaphore(self.concurrency)
-        self._rl_lock = asyncio.Lock()
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-        timeout = httpx.Timeout(self.timeout, connect=self.connect_timeout)
-        async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=self._headers()) as client:
-            prepared = []
-            for r in requests:  # sequential: local tokenization is CPU-bound; PromptTooLongError stops before sending
-                try:
-                    prepared.append(await self._prepare(client, r))
-                except (_Fail, _Retry) as e:  # server-side counting failed for this sample
-                    prepared.append(Prediction(r.sample_id, "", r.prompt_tokens or 0, 0, 0.0, error=f"tokenize: {e}"))
-            jobs = [self._one(client, p) if isinstance(p, _Prepared) else _done(p) for p in prepared]
-            return list(await asyncio.gather(*jobs))
+        prepared: list[_Prepared | Prediction] = []
+        for r in requests:  # sequential: local tokenization is CPU-bound; PromptTooLongError stops before sending
+            try:
+                prepared.append(await self._prepare(r))
+            except (_Fail, _Retry) as e:  # server-side counting failed for this sample
+                prepared.append(Prediction(r.sample_id, "", r.prompt_tokens or 0, 0, 0.0, error=f"tokenize: {e}"))
+        jobs = [self._one(p) if isinstance(p, _Prepared) else _done(p) for p in prepared]
+        return list(await asyncio.gather(*jobs))
 
     def generate(self, requests: list[Request]) -> list[Prediction]:
+        """Predictions in request order, from the backend's one loop and client (callable from any thread)."""
         if not requests:
             return []
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self._run(requests))
-        # called from inside an event loop (a notebook): run ours in a thread
-        box: dict[str, Any] = {}
-
-        def target():
-            try:
-                box["out"] = asyncio.run(self._run(requests))
-            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-                box["err"] = e
-
-        t = threading.Thread(target=target)
-        t.start()
-        t.join()
-        if "err" in box:
-            raise box["err"]
-        return box["out"]
+        return self._io.run(self._run(requests))
 
 
 async def _done(p: Prediction) -> Prediction:

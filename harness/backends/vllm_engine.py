@@ -36,8 +36,9 @@ import os
 import time
 from typing import Any
 
+from ctxbench.harness.backends.args import VLLMArgs
 from ctxbench.harness.backends.ordering import prefix_order, split_balanced
-from ctxbench.harness.core.backend import apply_truncation
+from ctxbench.harness.core.backend import apply_truncation, parse_backend_args
 from ctxbench.harness.core.errors import ConfigError, OfflineError
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Prediction, Request
@@ -46,8 +47,9 @@ INSTALL_HINT = "backend vllm needs the vllm extra: pip install 'ctxbench[vllm]' 
 
 
 @register("backend", "vllm")
-def vllm_backend(**kwargs):
-    return VLLMBackend(**kwargs)
+def vllm_backend(*, model: str, truncation: str = "refuse", **kwargs):
+    args = parse_backend_args(VLLMArgs, kwargs, backend="vllm")
+    return VLLMBackend(model=model, truncation=truncation, **args.model_dump())
 
 
 def import_vllm():

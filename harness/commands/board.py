@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ctxbench.harness.cli_common import out
+from ctxbench.harness.cli_common import err, out, writable_dir
 from ctxbench.harness.core.errors import ConfigError
 
 board_app = typer.Typer(help="Leaderboards from the results store: tables, curves, heatmaps.")
@@ -26,24 +26,33 @@ def board_build(
     import pandas as pd
 
     from ctxbench.leaderboard import build_report
-    from ctxbench.leaderboard.store_frame import examples, reported_frame, runs_frame
+    from ctxbench.leaderboard.store_frame import examples, load_store, reported_frame
 
-    measured = runs_frame(runs_dir, [r for r in runs.split(",") if r] if runs else None)
-    df = pd.concat([x for x in (measured, reported_frame(runs_dir)) if not x.empty], ignore_index=True) if not (
-        measured.empty and reported_frame(runs_dir).empty) else measured
-    if df.empty:
-        raise ConfigError(f"board build: no scored runs in {runs_dir}; run `ctxbench score` first or `ctxbench board import`")
+    writable_dir(out_dir, "--out")
     pairs = []
     for c in compare:
         if ":" not in c:
             raise ConfigError(f"--compare: expected MODEL_A:MODEL_B, got {c!r}")
         pairs.append(tuple(c.split(":", 1)))
     thr: float | str = float(threshold) if threshold.replace(".", "", 1).isdigit() else threshold
+    frames = load_store(runs_dir, [r for r in runs.split(",") if r] if runs else None)
+    reported = reported_frame(runs_dir)
+    parts = [x for x in (frames.scores, reported) if not x.empty]
+    if not parts:
+        raise ConfigError(f"board build: no scored runs in {runs_dir}; run `ctxbench score` first or `ctxbench board import`")
+    df = pd.concat(parts, ignore_index=True)
+    notes = list(frames.notes)
+    if frames.skipped:
+        notes.append(f"{len(frames.skipped)} corrupt stored lines were skipped (first: {frames.skipped[0]})")
+    for note in notes:
+        err.print(f"note: {note}", highlight=False, markup=False)
     try:
-        report = build_report(df, out_dir=out_dir, threshold=thr, title=title, comparisons=pairs, examples=examples(measured))
+        report = build_report(df, out_dir=out_dir, cells=frames.cells, runs=frames.runs, notes=notes, threshold=thr,
+                              title=title, comparisons=pairs, examples=examples(frames.scores))
     except (ValueError, KeyError) as e:
         raise ConfigError(f"board build: {e}") from None
-    out.print(f"wrote {report.markdown}, {report.html}, {report.csv}, {report.json}")
+    out.print(f"wrote {report.markdown}, {report.html}, {report.csv}, {report.json} and summary/<model>/<length>/summary.csv",
+              highlight=False, markup=False)
 
 
 @board_app.command("import")
@@ -54,6 +63,7 @@ def board_import(
     """Add published results (marked 'reported') so they sit in the same table as measured runs."""
     from ctxbench.leaderboard.store_frame import import_reported
 
+    writable_dir(runs_dir, "--store")
     n = import_reported(runs_dir, csv)
     out.print(f"imported {n} reported rows from {csv}")
 

@@ -42,16 +42,17 @@ def _table(s, result):
 
     from rich.table import Table
 
+    from ctxbench.leaderboard.tables import ci_text, comparison_text
+
     res = json.loads(result.report.json.read_text())
     deltas = {c["model_a"]: c for c in res["comparisons"]}
     table = Table(title=f"study {s.name} (scores ×100, 95% CIs)")
     for col in ("method", "train loss", "val loss", "score by length", f"Δ vs {s.baseline}"):
         table.add_column(col)
     for m in result.methods:
-        by_len = "\n".join(f"{x['length']}: {x['mean']:.1f} [{x['lo']:.1f}, {x['hi']:.1f}]"
-                           for x in res["lengths"] if x["model"] == m.name)
+        by_len = "\n".join(f"{x['length']}: {ci_text(x)}" for x in res["lengths"] if x["model"] == m.name)
         d = deltas.get(m.name)
-        delta = f"{d['overall']:+.1f} [{d['overall_lo']:+.1f}, {d['overall_hi']:+.1f}]" if d else "baseline"
+        delta = comparison_text(d) if d else "baseline"
         loss = [f"{v:.3f}" if v is not None else "—" for v in (m.train_loss, m.eval_loss)]
         table.add_row(m.name, *loss, by_len, delta)
     return table

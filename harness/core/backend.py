@@ -47,3 +47,25 @@ def apply_truncation(ids: list[int], *, max_new_tokens: int, context_length: int
         )
     head = limit // 2
     return ids[:head] + ids[len(ids) - (limit - head):], len(ids) - limit
+
+
+def parse_backend_args(model: Any, args: dict[str, Any], *, backend: str) -> Any:
+    """`args` validated against a backend's pydantic model: an unknown or ill-typed key is one line naming the key
+    and listing the valid ones. Returns the model instance."""
+    from pydantic import ValidationError
+
+    if "api_key" in args:
+        raise ConfigError("backend_args.api_key: never pass a key as an argument (it would be recorded); "
+                          "export it in an environment variable and pass api_key_env=NAME")
+    valid = ", ".join(sorted(model.model_fields))
+    try:
+        return model(**args)
+    except ValidationError as e:
+        first = e.errors()[0]
+        key = ".".join(str(p) for p in first["loc"]) or "?"
+        if first["type"] == "extra_forbidden":
+            raise ConfigError(f"backend_args.{key}: unknown key for backend {backend}; valid keys: {valid}") from None
+        got = first.get("input")
+        shown = repr(got) if len(repr(got)) <= 60 else repr(got)[:57] + "..."
+        raise ConfigError(f"backend_args.{key}: {first['msg'].removeprefix('Value error, ')} (got {shown}); "
+                          f"valid keys of backend {backend}: {valid}") from None

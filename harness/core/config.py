@@ -40,7 +40,7 @@ class TaskSpec(BaseModel):
 
 class Suite(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str
+    name: str = Field(description="the suite's name; run directories use a sanitised form (no path separators)")
     description: str = ""
     seed: int = Field(42, description="base seed; a sample depends only on (task args, length, index, seed, tokenizer)")
     lengths: list[int] = Field(min_length=1, description="target lengths in tokens (prompt + generation)")
@@ -49,6 +49,13 @@ class Suite(BaseModel):
     truncation: str = Field("refuse", description="refuse: error on over-long prompts; middle: cut the middle, recorded")
     verify: str = Field("full", description="full: tokenize every generated prompt; first: only the first per task and length")
     tasks: list[TaskSpec] = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str):
+        if not v.strip() or len(v) > 100 or any(ord(c) < 32 or c == "\x7f" for c in v):
+            raise ValueError("must be 1 to 100 printable characters, e.g. my-suite")
+        return v
 
     @field_validator("tasks", mode="before")
     @classmethod
@@ -116,8 +123,14 @@ def read_yaml_mapping(path: Path, *, field: str, expect: str) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{field}: {path} does not exist")
+    if path.is_dir():
+        raise ConfigError(f"{field}: {path} is a directory; give a YAML file")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path.name}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    except OSError as e:
+        raise ConfigError(f"{field}: cannot read {path} ({e.strerror or e})") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" line {mark.line + 1}" if mark else ""

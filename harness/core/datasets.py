@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from filelock import FileLock
 
 from ctxbench.harness.core.io import append_jsonl, cut_torn_tail, read_jsonl, slug
-from ctxbench.harness.core.models import cache_dir, tokenizer_fingerprint
+from ctxbench.harness.core.models import cache_dir, file_digest, tokenizer_fingerprint
 from ctxbench.harness.core.types import Sample
 
 GENERATOR_VERSION = 3  # bump when generation or the cached format changes, so stale caches are not reused
@@ -37,14 +36,15 @@ def dataset_key(task, *, length: int, seed: int, ctx) -> str:
         "data_dir": str(ctx.data_dir) if ctx.data_dir else None,
         "verify": ctx.verify,
     }
-    # a data file named in the args is keyed by its size and mtime too, so an edited file is re-read
-    parts["files"] = {k: _stat(v) for k, v in parts["args"].items() if isinstance(v, str) and os.path.exists(v)}
+    # the data files the task reads, by content: replacing every essay under the same path gives new samples
+    parts["files"] = data_fingerprint(task, ctx)
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _stat(path: str) -> list[int]:
-    st = os.stat(path)
-    return [st.st_size, st.st_mtime_ns]
+def data_fingerprint(task, ctx) -> dict[str, str]:
+    """Path -> content digest of every data file the task reads (its `data_files` hook)."""
+    files = task.data_files(ctx) if hasattr(task, "data_files") else []
+    return {str(p): file_digest(p) for p in sorted({Path(f) for f in files})}
 
 
 def cache_path(task, *, length: int, seed: int, ctx) -> Path:

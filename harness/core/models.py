@@ -103,11 +103,18 @@ def materialize(ref: ModelRef) -> str:
     with FileLock(str(out) + ".lock"):
         if (out / "config.json").exists():
             return str(out)
+        import struct
+
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        tok = AutoTokenizer.from_pretrained(ref.path, gguf_file=ref.gguf_file)
-        model = AutoModelForCausalLM.from_pretrained(ref.path, gguf_file=ref.gguf_file, dtype=torch.bfloat16)
+        try:
+            tok = AutoTokenizer.from_pretrained(ref.path, gguf_file=ref.gguf_file)
+            model = AutoModelForCausalLM.from_pretrained(ref.path, gguf_file=ref.gguf_file, dtype=torch.bfloat16)
+        except (ValueError, KeyError, IndexError, TypeError, EOFError, OSError, RuntimeError, struct.error) as e:
+            detail = " ".join(str(e).split())[:160]
+            raise ConfigError(f"model: {gguf} is not a readable GGUF file ({type(e).__name__}: {detail}); "
+                              "it may be truncated or corrupt: download it again") from None
         if getattr(model, "hf_quantizer", None) is not None:
             model.hf_quantizer.remove_quantization_config(model)
         with atomic_dir(out) as tmp:
@@ -152,7 +159,7 @@ def weights_fingerprint(spec: str) -> str:
     ref = resolve(spec)
     path = Path(ref.path)
     if ref.gguf_file:
-        return "gguf:" + _file_hash(path / ref.gguf_file)
+        return "gguf:" + file_digest(path / ref.gguf_file)
     if not path.is_dir():
         return "hub:" + ref.path
     h = hashlib.sha256()
@@ -170,15 +177,26 @@ def weights_fingerprint(spec: str) -> str:
     return "dir:" + h.hexdigest()[:16]
 
 
-def _file_hash(path: Path) -> str:
+_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def file_digest(path: str | Path) -> str:
+    """The SHA-256 of a file's content (16 hex digits), memoised by (path, size, mtime, ctime) in memory and on
+    disk, so a large file is read once, and a file replaced under the same path is read again (ctime: even when a
+    copy kept the old size and mtime)."""
+    path = Path(path)
     st = path.stat()
-    memo = cache_dir("fingerprints") / (hashlib.sha256(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:24] + ".txt")
-    if memo.exists():
-        return memo.read_text().strip()
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    digest = h.hexdigest()[:16]
-    atomic_write(memo, digest)
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if key in _DIGESTS:
+        return _DIGESTS[key]
+    memo = cache_dir("fingerprints") / (hashlib.sha256(":".join(map(str, key)).encode()).hexdigest()[:24] + ".txt")
+    digest = memo.read_text().strip() if memo.exists() else ""
+    if len(digest) != 16:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+        digest = h.hexdigest()[:16]
+        atomic_write(memo, digest)
+    _DIGESTS[key] = digest
     return digest

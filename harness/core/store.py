@@ -54,6 +54,8 @@ class RunStore:
     @contextlib.contextmanager
     def writer(self) -> Iterator[RunStore]:
         """Hold this part's lock while writing; a second writer gets one line naming the holder."""
+        if self.record_path.exists():
+            self.read_record()  # a garbage record is one line, before the lock file is made
         self.dir.mkdir(parents=True, exist_ok=True)
         lock_path = self.samples_path.with_suffix(".lock")
         holder = lock_path.with_suffix(".holder.json")
@@ -129,6 +131,14 @@ class RunStore:
 
     def open_for_append(self) -> None:
         cut_torn_tail(self.samples_path)
+
+
+def error_reason(error: str) -> str:
+    """A short, countable reason for a sample's error: its first clause ('HTTP 503', 'timed out after 10s'),
+    after a retry wrapper ('gave up after 3 attempts: ...') if there is one."""
+    if error.startswith("gave up after ") and ": " in error:
+        error = error.split(": ", 1)[1]
+    return error.split(":", 1)[0].strip()[:60] or "error"
 
 
 def _read_json(path: Path) -> Any:

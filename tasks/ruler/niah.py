@@ -12,7 +12,14 @@ from pydantic import Field, model_validator
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.fitting import fit_units
 from ctxbench.tasks.base import Task, TaskArgs, check_depths
-from ctxbench.tasks.haystacks import NOISE, essays_path, nearest_boundary, read_text_source, wonderwords_lists, word_haystack
+from ctxbench.tasks.haystacks import (
+    NOISE,
+    essay_files,
+    essay_haystack,
+    essays_path,
+    nearest_boundary,
+    wonderwords_lists,
+)
 
 TEMPLATE = (
     "Some special magic {type_v} are hidden within the following text. Make sure to memorize it. "
@@ -41,6 +48,8 @@ class NiahArgs(TaskArgs):
     @model_validator(mode="after")
     def _check(self):
         check_depths(self.depths, max(self.num_keys, self.num_queries) * self.num_values, "needle")
+        if self.essays is not None and self.haystack != "essay":
+            raise ValueError(f"essays: only read with haystack: essay (this task's haystack is {self.haystack})")
         return self
 
 
@@ -56,6 +65,13 @@ class Niah(Task):
     Args = NiahArgs
     category = "retrieval"
     summary = "needle in a haystack: {haystack} haystack, {key_type} keys -> {value_type}; {num_keys} keys, {num_values} values, {num_queries} queries"
+
+    def data_files(self, ctx: GenContext):
+        return essay_files(essays_path(self.args.essays, ctx.data_dir)) if self.args.haystack == "essay" else []
+
+    def prepare(self, ctx: GenContext) -> None:
+        if self.args.haystack == "essay":
+            essay_haystack(ctx, self.args.essays)
 
     def data_needs(self) -> str:
         return "pg_essays/ (Paul Graham essays; downloaded once if no --data-dir)" if self.args.haystack == "essay" else "none (generated)"
@@ -100,7 +116,7 @@ class Niah(Task):
             depths = None
 
         if a.haystack == "essay":
-            hay = ctx.cached(("essay", a.essays), lambda: self._essay(ctx))
+            hay = essay_haystack(ctx, a.essays)
             if depths is None:
                 depths = [float(d) for d in rng.sample(list(DEFAULT_DEPTHS), len(needles))]
 
@@ -155,13 +171,6 @@ class Niah(Task):
                                max_units=max_units, what=self.name)
         return self.make_sample(length=length, index=index, text=fitted.text, tokens=fitted.tokens, answers=answers,
                                 depths=fitted.extra, meta={"haystack_units": fitted.n})
-
-    def _essay(self, ctx: GenContext):
-        from ctxbench.harness.core.models import tokenizer_fingerprint
-
-        text = read_text_source(essays_path(self.args.essays, ctx.data_dir))
-        fp = ctx.cached(("fingerprint",), lambda: tokenizer_fingerprint(ctx.tokenizer))
-        return word_haystack(text, ctx.tokenizer, fp)
 
     def _distractors(self, ctx: GenContext, rng, words, budget: int, taken: set[str]):
         """A per-sample pool of distractor needles with distinct keys, and the exact token cost of each line."""

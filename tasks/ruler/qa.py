@@ -120,10 +120,40 @@ def read_hotpotqa(path: Path) -> QaData:
     return QaData(docs, questions)
 
 
+def read_qa(dataset: str, path: Path) -> QaData:
+    """The official file, or one line naming it when it is corrupt or not in the dataset's format."""
+    fmt = {"squad": "SQuAD 2.0 JSON ({'data': [articles with paragraphs and qas]})",
+           "hotpotqa": "HotpotQA JSON (a list of records with question, answer and context)"}[dataset]
+    try:
+        return (read_squad if dataset == "squad" else read_hotpotqa)(path)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"data_file: {path} is not valid JSON (line {e.lineno}: {e.msg}); give the official {fmt}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"data_file: {path} is not UTF-8 text; give the official {fmt}") from None
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise ConfigError(f"data_file: {path} is not in the {dataset} format ({type(e).__name__}: {e}); "
+                          f"give the official {fmt}") from None
+    except OSError as e:
+        raise ConfigError(f"data_file: cannot read {path} ({e.strerror or e})") from None
+
+
 class QA(Task):
     Args = QaArgs
     category = "question answering"
     summary = "question answering over {dataset} paragraphs padded with distractor paragraphs"
+
+    def prepare(self, ctx: GenContext) -> None:
+        self._data(ctx)
+
+    def _data(self, ctx: GenContext) -> tuple[Path, QaData]:
+        path = self._path(ctx)
+        data: QaData = ctx.cached(("qa-data", self.args.dataset, str(path)), lambda: read_qa(self.args.dataset, path))
+        if not data.questions:
+            raise ConfigError(f"data_file: no usable questions in {path}; give the official file")
+        return path, data
+
+    def data_files(self, ctx: GenContext):
+        return [self._path(ctx)]
 
     def data_needs(self) -> str:
         return {"squad": "squad/dev-v2.0.json (SQuAD 2.0 dev)", "hotpotqa": "hotpotqa/*.json (HotpotQA dev, distractor)"}[
@@ -132,10 +162,7 @@ class QA(Task):
 
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext):
         a = self.args
-        path = self._path(ctx)
-        data: QaData = ctx.cached(("qa-data", a.dataset, str(path)), lambda: (read_squad if a.dataset == "squad" else read_hotpotqa)(path))
-        if not data.questions:
-            raise ConfigError(f"data_file: no usable questions in {path}")
+        path, data = self._data(ctx)
         doc_costs = self._doc_costs(ctx, data, path)
         order = ctx.cached(("qa-order", a.dataset, str(path), seed), lambda: self._question_order(len(data.questions), seed))
         qi = int(order[index % len(order)])

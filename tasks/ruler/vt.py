@@ -18,7 +18,13 @@ from pydantic import Field, model_validator
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.fitting import fit_units
 from ctxbench.tasks.base import Task, TaskArgs, check_depths
-from ctxbench.tasks.haystacks import NOISE, essays_path, nearest_boundary, read_text_source, word_haystack
+from ctxbench.tasks.haystacks import (
+    NOISE,
+    essay_files,
+    essay_haystack,
+    essays_path,
+    nearest_boundary,
+)
 
 TEMPLATE = (
     "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n{context}\n"
@@ -46,6 +52,8 @@ class VtArgs(TaskArgs):
     @model_validator(mode="after")
     def _check(self):
         check_depths(self.depths, self.num_chains * (self.num_hops + 1), "chain statement")
+        if self.essays is not None and self.haystack != "essay":
+            raise ValueError(f"essays: only read with haystack: essay (this task's haystack is {self.haystack})")
         return self
 
 
@@ -73,6 +81,13 @@ class VariableTracking(Task):
     Args = VtArgs
     category = "multi-hop tracing"
     summary = "variable tracking: {num_chains} chain(s) of {num_hops} hops hidden in {haystack}; return every variable bound to the value"
+
+    def data_files(self, ctx: GenContext):
+        return essay_files(essays_path(self.args.essays, ctx.data_dir)) if self.args.haystack == "essay" else []
+
+    def prepare(self, ctx: GenContext) -> None:
+        if self.args.haystack == "essay":
+            essay_haystack(ctx, self.args.essays)
 
     def data_needs(self) -> str:
         return "pg_essays/ (Paul Graham essays; downloaded once if no --data-dir)" if self.args.haystack == "essay" else "none (generated)"
@@ -104,19 +119,9 @@ class VariableTracking(Task):
     # ---- the haystack layouts -------------------------------------------------------------
     def _layout(self, ctx: GenContext, chains: list[list[str]], depths: list[float] | None, layout_seed: int):
         if self.args.haystack == "essay":
-            return _EssayLayout(self._essay(ctx), ctx, chains, depths, layout_seed)
+            return _EssayLayout(essay_haystack(ctx, self.args.essays), ctx, chains, depths, layout_seed)
         line_cost = float(ctx.cached(("noise-cost",), lambda: ctx.piece_counts(["\n" + NOISE])[0]))
         return _NoiseLayout(line_cost, ctx, chains, depths, layout_seed)
-
-    def _essay(self, ctx: GenContext):
-        from ctxbench.harness.core.models import tokenizer_fingerprint
-
-        def make():
-            text = read_text_source(essays_path(self.args.essays, ctx.data_dir))
-            fp = ctx.cached(("fingerprint",), lambda: tokenizer_fingerprint(ctx.tokenizer))
-            return word_haystack(text, ctx.tokenizer, fp)
-
-        return ctx.cached(("essay", self.args.essays), make)
 
     # ---- the in-context example -----------------------------------------------------------
     def _example(self, ctx: GenContext, rng: random.Random) -> str:

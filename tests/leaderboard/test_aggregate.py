@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as sps
 
-from ctxbench.leaderboard import bootstrap
 from ctxbench.leaderboard.aggregate import (
     category_table,
     depth_length_matrix,
@@ -38,10 +38,13 @@ def test_task_length_table_means_and_counts(small: pd.DataFrame) -> None:
     table = task_length_table(small, n_boot=200).set_index(["task", "length"])
     assert table.loc[("t1", 4096), "mean"] == pytest.approx(0.75)
     assert table.loc[("t1", 4096), "n"] == 4
-    assert table.loc[("t2", 4096), ["mean", "lo", "hi"]].tolist() == [0.0, 0.0, 0.0]
-    assert table.loc[("t2", 8192), ["lo", "hi"]].tolist() == [1.0, 1.0]
+    # 0 of 2 and 2 of 2 are not certainties: the exact interval's open end is 1 - 0.025^(1/2) away
+    assert table.loc[("t2", 4096), ["mean", "lo"]].tolist() == [0.0, 0.0]
+    assert table.loc[("t2", 4096), "hi"] == pytest.approx(1 - 0.025 ** 0.5)
+    assert table.loc[("t2", 8192), "lo"] == pytest.approx(0.025 ** 0.5) and table.loc[("t2", 8192), "hi"] == 1.0
     t1 = table.loc[("t1", 4096)]
-    assert 0 <= t1["lo"] <= t1["mean"] <= t1["hi"] <= 1
+    assert 0 <= t1["lo"] <= t1["mean"] <= t1["hi"] <= 1 and t1["method"] == "clopper-pearson"
+    assert (table["planned"] == table["n"]).all() and (table["status"] == "complete").all()  # no plan given: n is the plan
 
 
 def test_length_average_weighs_tasks_equally(small: pd.DataFrame) -> None:
@@ -50,11 +53,13 @@ def test_length_average_weighs_tasks_equally(small: pd.DataFrame) -> None:
     assert avgs.loc[4096, "mean"] == pytest.approx(0.375)
     assert avgs.loc[8192, "mean"] == pytest.approx(0.75)
     assert avgs.loc[4096, "n_tasks"] == 2 and avgs.loc[4096, "n"] == 6
-    # Stratified resampling: t2 at 4K is constant, so the interval only reflects t1's
-    # bootstrap means (k/4 for k in 0..4) halved: every bound is a multiple of 1/8.
+    # The mean of task means gets the exact interval at its effective sample size: n_eff = 2² / (1/4 + 1/2).
+    n_eff = 4 / (1 / 4 + 1 / 2)
+    k = 0.375 * n_eff
     lo, hi = avgs.loc[4096, ["lo", "hi"]]
-    assert lo <= 0.375 <= hi and hi <= 0.5
-    assert (lo * 8) == pytest.approx(round(lo * 8)) and (hi * 8) == pytest.approx(round(hi * 8))
+    assert lo == pytest.approx(sps.beta.ppf(0.025, k, n_eff - k + 1))
+    assert hi == pytest.approx(sps.beta.ppf(0.975, k + 1, n_eff - k))
+    assert avgs.loc[4096, "task_set"] == "all" and avgs.loc[4096, "status"] == "complete"
 
 
 def test_bootstrap_is_deterministic_and_cell_local(small: pd.DataFrame) -> None:
@@ -87,8 +92,8 @@ def test_scores_must_be_on_unit_scale() -> None:
         length_averages(frame([("M", "t", 4096, 0, 85.0)]))
 
 
-def test_percentile_bootstrap_coverage() -> None:
-    """Over 200 simulated datasets the 95% CI should cover the true mean ~95% of the time."""
+def test_cell_interval_coverage() -> None:
+    """Over 200 simulated datasets the 95% interval should cover the true mean ~95% of the time."""
     rng = np.random.default_rng(2024)
     p, n, datasets = 0.7, 80, 200
     scores = (rng.random((datasets, n)) < p).astype(float)
@@ -106,7 +111,7 @@ def test_percentile_bootstrap_coverage() -> None:
     assert 0.88 <= covered <= 0.99
 
 
-def test_stratified_bootstrap_coverage() -> None:
+def test_length_average_interval_coverage() -> None:
     rng = np.random.default_rng(11)
     ps, n, datasets = (0.9, 0.4), 60, 200
     parts = []
@@ -126,15 +131,20 @@ def test_stratified_bootstrap_coverage() -> None:
     avgs = length_averages(pd.concat(parts), n_boot=1000)
     truth = np.mean(ps)
     covered = ((avgs["lo"] <= truth) & (truth <= avgs["hi"])).mean()
-    assert 0.88 <= covered <= 0.99
+    assert 0.88 <= covered <= 0.995
 
 
-def test_boot_means_in_blocks_matches_shape(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bootstrap, "_MAX_DRAW", 1000)
-    values = np.r_[np.ones(500), np.zeros(500)]
-    draws = bootstrap.boot_means(values, n_boot=300, rng=np.random.default_rng(0))
-    assert draws.shape == (300,)
-    assert draws.mean() == pytest.approx(0.5, abs=0.01)
+def test_length_averages_use_one_task_set_at_every_length() -> None:
+    """A run stopped early: t2 ran only at 4K. Averaging what ran would compare t1+t2 at 4K with t1 alone at 8K."""
+    rows = [("M", "t1", L, i, s) for L in (4096, 8192) for i, s in enumerate([1, 0, 1, 0])]
+    rows += [("M", "t2", 4096, i, 0) for i in range(4)]
+    avgs = length_averages(frame(rows)).set_index("length")
+    assert avgs["mean"].tolist() == [0.5, 0.5]  # t1 only, at both lengths
+    assert (avgs["n_tasks"] == 1).all() and (avgs["n_tasks_all"] == 2).all()
+    assert avgs.loc[4096, "task_set"].startswith("1 of 2 tasks")
+    # nothing in common: withheld, with the reason
+    split = length_averages(frame([("M", "a", 4096, 0, 1.0), ("M", "b", 8192, 0, 1.0)]))
+    assert split["mean"].isna().all() and split["note"].str.startswith("withheld").all()
 
 
 def test_category_table(small: pd.DataFrame) -> None:
@@ -261,7 +271,7 @@ def test_position_curve() -> None:
     curve = position_curve(df, "kv", n_boot=200).set_index("position")
     assert curve["mean"].tolist() == [1.0, 0.5, 0.0]
     assert curve["n"].tolist() == [2, 2, 1]
-    assert curve.loc[0, ["lo", "hi"]].tolist() == [1.0, 1.0]
+    assert curve.loc[0, "hi"] == 1.0 and curve.loc[0, "lo"] == pytest.approx(0.025 ** 0.5)
 
 
 def test_paired_comparison_matches_and_counts() -> None:
@@ -270,16 +280,27 @@ def test_paired_comparison_matches_and_counts() -> None:
     b.append(("B", "t", 4096, 9, 1))  # index 9 unmatched
     a += [("A", "u", 8192, i, 1) for i in range(3)]
     b += [("B", "u", 8192, i, 1) for i in range(3)]
-    comp = paired_comparison(frame(a + b), model_a="A", model_b="B", n_boot=500)
+    comp = paired_comparison(frame(a + b), model_a="A", model_b="B")
     cells = comp.cells.set_index(["task", "length"])
-    # t@4K: differences over matched indices 0..3 = [1, 0, 0, 1] -> 0.5; u@8K: all 0.
+    # t@4K: differences over matched indices 0..3 = [1, 0, 0, 1] -> 0.5; two discordant pairs, both for A
     assert cells.loc[("t", 4096), "diff"] == pytest.approx(0.5)
-    assert cells.loc[("t", 4096), "n"] == 4
-    assert cells.loc[("u", 8192), ["diff", "lo", "hi"]].tolist() == [0.0, 0.0, 0.0]
+    assert cells.loc[("t", 4096), ["n", "n_discordant"]].tolist() == [4, 2]
+    assert cells.loc[("t", 4096), "p"] == pytest.approx(sps.binomtest(2, 2, 0.5).pvalue)  # exact sign test: 0.5
+    assert cells.loc[("u", 8192), ["diff", "n_discordant", "p"]].tolist() == [0.0, 0, 1.0]
     assert comp.overall == pytest.approx(0.25)  # cells weigh equally: (0.5 + 0) / 2
-    assert comp.overall_lo <= 0.25 <= comp.overall_hi
-    assert (comp.n_pairs, comp.n_unmatched_a, comp.n_unmatched_b) == (7, 1, 1)
+    assert (comp.n_pairs, comp.n_discordant, comp.n_unmatched_a, comp.n_unmatched_b) == (7, 2, 1, 1)
     assert comp.by_length.set_index("length").loc[4096, "diff"] == pytest.approx(0.5)
+    assert comp.p_value > 0.05 and comp.verdict.startswith("no significant difference between A and B")
+
+
+def test_pairs_never_cross_seeds() -> None:
+    """Index 0 under seed 1 and index 0 under seed 2 are different samples (different needles)."""
+    a = frame([("A", "t", 4096, 0, 1.0)]).assign(seed=1)
+    b = frame([("B", "t", 4096, 0, 0.0)]).assign(seed=2)
+    with pytest.raises(ValueError, match="share no"):
+        paired_comparison(pd.concat([a, b]), model_a="A", model_b="B")
+    same = paired_comparison(pd.concat([a, b.assign(seed=1)]), model_a="A", model_b="B")
+    assert same.n_pairs == 1
 
 
 def test_paired_comparison_needs_samples() -> None:

@@ -117,8 +117,13 @@ def test_writes_all_files_and_no_temporaries(built) -> None:
         "leaderboard.md",
         "results.csv",
         "results.json",
+        "summary",
     ]
     assert (report.html.stat().st_mode & 0o777) == 0o644
+    written = sorted(str(p.relative_to(report.html.parent)) for p in report.html.parent.rglob("*") if p.is_file())
+    assert not [w for w in written if ".tmp" in w]
+    # RULER's summary.csv per model and length (the reported model has no per-task samples, so none)
+    assert sum(w.endswith("summary.csv") for w in written) == 2 * len(LENGTHS)
 
 
 def test_untrusted_strings_are_inert(built) -> None:
@@ -149,8 +154,10 @@ def test_markdown_main_table(built) -> None:
     header = next(line for line in md.splitlines() if line.startswith("| Model | Claimed"))
     assert header == (
         "| Model | Claimed | Effective | Effective (CI lower) | 4K | 8K | 16K "
-        "| Avg | wAvg (inc) | wAvg (dec) |"
+        "| Avg | wAvg (inc) | wAvg (dec) | Tasks |"
     )
+    good = next(line for line in md.splitlines() if line.startswith("| Good |"))
+    assert "n=" in good.split(" | ")[4]  # every score cell shows its n
     paper = next(line for line in md.splitlines() if line.startswith(r"| Paper \[v1\]"))
     # reported: 90 > 85.6, 87 > 85.6, 80 fails -> 8K; no CIs, so no lower bound.
     assert paper.split(" | ")[1:7] == ["128K", "8K", "—", "90.0", "87.0", "80.0"]
@@ -168,8 +175,12 @@ def test_results_json_and_csv(built) -> None:
     assert models["Paper [v1]"]["avg"] == pytest.approx((90 + 87 + 80) / 3)
     assert data["comparisons"][0]["n_unmatched_a"] == 0
     csv = pd.read_csv(report.csv)
-    assert len(csv) == 3 * len(LENGTHS)
-    assert csv.loc[csv["model"] == "Paper [v1]", "score"].tolist() == pytest.approx([90, 87, 80])
+    avg = csv[csv["task"] == "avg"]
+    assert len(avg) == 3 * len(LENGTHS)
+    assert avg.loc[avg["model"] == "Paper [v1]", "score"].tolist() == pytest.approx([90, 87, 80])
+    cells = csv[csv["task"] != "avg"]
+    assert len(cells) == 2 * 4 * len(LENGTHS)  # two measured models x four tasks x lengths
+    assert (cells["n"] > 0).all() and (cells["status"] == "complete").all() and (cells["n"] == cells["planned"]).all()
 
 
 def test_heatmap_only_for_niah_tasks_with_several_depths(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from ctxbench.leaderboard.stats import (
     holm,
     mean_interval,
     paired_test,
+    stratified_interval,
     verdict,
 )
 
@@ -112,3 +113,17 @@ def test_holm_adjustment():
     p = [0.01, 0.04, 0.03, 0.5]
     # sorted: 0.01*4, 0.03*3, 0.04*2, 0.5*1, made monotone
     assert holm(p) == pytest.approx([0.04, 0.09, 0.09, 0.5])
+
+
+@pytest.mark.parametrize("per_task", [1, 2, 5])
+def test_mean_of_task_means_interval_coverage(per_task):
+    """A length's score (13 tasks of unequal accuracy, few samples each) is covered at least nominally."""
+    rng = np.random.default_rng(per_task)
+    ps = rng.uniform(0.3, 1.0, size=13)
+    hits = [stratified_interval([rng.binomial(1, p, size=per_task) for p in ps]) for _ in range(2000)]
+    coverage = np.mean([iv.lo <= ps.mean() <= iv.hi for iv in hits])
+    assert coverage >= 0.95 - 0.01, coverage
+    ones = stratified_interval([[1.0] * per_task] * 13)  # all correct is not certainty
+    n, z = 13 * per_task, sps.norm.ppf(0.975)
+    # closed forms at k = n: Clopper-Pearson's lower bound is 0.025^(1/n), Wilson's n / (n + z²)
+    assert ones.hi == 1.0 and ones.lo == pytest.approx(0.025 ** (1 / n) if n < EXACT_BELOW else n / (n + z * z))

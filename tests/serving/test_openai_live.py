@@ -5,9 +5,10 @@ tested here against it. Its chat endpoint rejects unknown fields (422) and alway
 prompt, so the answer prefix goes into the user turn there (prefill=auto detects this).
 
 The fault-injection test puts a loopback proxy in front of the server that injects 429s, 500s,
-timeouts, connection resets and truncated JSON, and drives the real CLI twice: the first run ends with
-a prediction or a recorded error for every sample, the rerun fills the errors, and no id is lost or
-duplicated.
+connection resets and truncated JSON, and drives the real CLI twice: the first run ends with a prediction
+or a recorded error for every sample, the rerun fills the errors, and no id is lost or duplicated. Its
+request timeout is generous, so a loaded machine cannot make a real answer look like a fault; timeouts
+themselves are injected without waiting in test_openai_transport.py.
 """
 
 import json
@@ -90,10 +91,10 @@ tasks:
 def _score(repo_root, data_dir, suite, out, proxy_url, model, env):
     cmd = [sys.executable, "-m", "ctxbench.harness.cli", "score", "--backend", "openai", "--model", model, "--suite", str(suite),
            "--store", str(out), "--data-dir", str(data_dir),
-           "--backend-arg", f"base_url={proxy_url}", "--backend-arg", "timeout=10", "--backend-arg", "max_retries=2",
+           "--backend-arg", f"base_url={proxy_url}", "--backend-arg", "timeout=300", "--backend-arg", "max_retries=2",
            "--backend-arg", "backoff=0.05", "--backend-arg", "backoff_max=0.2", "--backend-arg", "concurrency=2",
            "--backend-arg", "api_key_env=CTXBENCH_FAULT_KEY"]
-    return subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=900, env=env)
 
 
 def test_faults_end_in_predictions_or_errors_and_a_rerun_fills_them(hf_server, smol_dir, fault_proxy, tmp_path,
@@ -101,8 +102,7 @@ def test_faults_end_in_predictions_or_errors_and_a_rerun_fills_them(hf_server, s
     secret = "sk-fault-test-5f2c9e"
     # each fault once, at most two per request (it may try three times); the depth-0 and depth-100 cells
     # are doomed in the first run (400, persistent 503)
-    proxy = fault_proxy(hf_server, ["429", "timeout", "500", "truncated", "reset"], hang=11,
-                        require_key=secret)
+    proxy = fault_proxy(hf_server, ["429", "500", "truncated", "reset"], require_key=secret)
     suite = tmp_path / "faults.yaml"
     suite.write_text(SUITE)
     out = tmp_path / "runs"
@@ -137,7 +137,7 @@ def test_faults_end_in_predictions_or_errors_and_a_rerun_fills_them(hf_server, s
     ok = [r for r in rows1 if not r["error"]]
     assert all(r["generated_tokens"] > 0 and r["seconds"] > 0 and r["score"] is not None for r in ok)
     outcomes = {o for _, _, o in proxy.log}
-    assert {"429", "500", "timeout", "truncated", "reset"} <= outcomes and not proxy.pending, outcomes  # all were hit
+    assert {"429", "500", "truncated", "reset"} <= outcomes and not proxy.pending, outcomes  # all were hit
 
     proxy.clear_doom()
     r2 = _score(serving_repo_root, data_dir, suite, out, proxy.url, smol_dir, env)

@@ -4,6 +4,7 @@ These check what is sent and how failures are handled; the real model behind a r
 in test_openai_live.py.
 """
 
+import asyncio
 import json
 
 import pytest
@@ -156,12 +157,39 @@ def test_api_key_is_sent_but_never_recorded(stub_server, smol_tokenizer, monkeyp
         backend(stub, api_key_env="CTXBENCH_TEST_KEY")
 
 
+class FakeClock:
+    """Monotonic time that moves only when the backend sleeps: the rate limiter is checked without wall-clock time."""
+
+    def __init__(self):
+        self.t = 1000.0
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        wake = self.t + seconds
+        await asyncio.sleep(0)  # let the other requests take their slots first
+        self.t = max(self.t, wake)
+
+
 def test_requests_per_minute_are_limited(stub_server, smol_tokenizer):
     stub = stub_server()
     b = backend(stub, rpm=600, concurrency=4)  # one request every 0.1 s
-    b.generate([make_request(smol_tokenizer, f"x{i}", f"q{i}") for i in range(4)])
-    times = sorted(stub.times)
-    assert len(times) == 4 and times[-1] - times[0] >= 0.25  # 3 gaps of 0.1 s, less arrival jitter
+    clock = FakeClock()
+    b._clock, b._sleep = clock.now, clock.sleep
+    sent: list[float] = []
+    real = b._client.request
+
+    async def request(*args, **kwargs):
+        sent.append(clock.t)
+        return await real(*args, **kwargs)
+
+    b._client.request = request
+    preds = b.generate([make_request(smol_tokenizer, f"x{i}", f"q{i}") for i in range(4)])
+    assert all(p.error is None for p in preds)
+    assert [t - sent[0] for t in sorted(sent)] == pytest.approx([0.0, 0.1, 0.2, 0.3])
 
 
 def test_server_side_token_counting(stub_server, smol_tokenizer):

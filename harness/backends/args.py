@@ -1,0 +1,85 @@
+"""Each backend's arguments (`--backend-arg KEY=VALUE`) as a pydantic model, checked before the backend is built.
+
+An unknown or ill-typed key is refused with one line that names it and lists the valid keys: no backend
+silently ignores an argument or fails later with a TypeError. `model` and `truncation` are not backend
+arguments: they come from `--model` and the suite (`--truncation`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class BackendArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EchoArgs(BackendArgs):
+    delay: float = Field(0.0, ge=0, description="seconds to sleep per request (to test progress, interrupts and timeouts)")
+    context_length: int = Field(1 << 30, ge=64, description="the context length to claim (to test length refusals)")
+    batch_size: int = Field(8, ge=1, description="requests per generate() call from the runner")
+
+
+class HFArgs(BackendArgs):
+    dtype: str = Field("bfloat16", description="torch dtype of the weights: bfloat16, float16 or float32")
+    device: str = Field("auto", description="auto (cuda if available, else cpu), cpu, cuda or cuda:N")
+    batch_size: int = Field(0, ge=0, description="prompts per forward pass; 0: 16 on GPU, 4 on CPU")
+    attn_implementation: str = Field("sdpa", description="transformers attention: sdpa, eager, flash_attention_2")
+    threads: int = Field(0, ge=0, description="torch CPU threads; 0: torch's default")
+    max_context: int = Field(0, ge=0, description="override the model's context length (tokens); 0: from its config")
+    rope_scaling: dict[str, Any] | str | None = Field(None, description="zero-shot RoPE scaling TYPE:FACTOR (e.g. yarn:4) or a dict")
+
+
+class VLLMArgs(BackendArgs):
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs per engine (tensor parallel)")
+    pipeline_parallel_size: int = Field(1, ge=1, description="pipeline stages per engine")
+    data_parallel_size: int = Field(1, ge=1, description="independent engines, each on its own tp x pp GPUs")
+    max_model_len: int = Field(0, ge=0, description="context length; 0: the model's (times the RoPE factor)")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="fraction of GPU memory vLLM may use")
+    enable_prefix_caching: bool = Field(True, description="reuse the KV cache of shared prompt prefixes")
+    enable_chunked_prefill: bool = Field(True, description="split long prefills into chunks")
+    rope_scaling: str | dict[str, Any] | None = Field(None, description="TYPE:FACTOR (linear, dynamic, yarn, llama3)")
+    hf_overrides: dict[str, Any] | str | None = Field(None, description="a JSON object merged into the HF config")
+    dtype: str = Field("auto", description="weights dtype (vLLM's names)")
+    max_num_seqs: int = Field(0, ge=0, description="vLLM's max_num_seqs; 0: its default")
+    max_num_batched_tokens: int = Field(0, ge=0, description="vLLM's max_num_batched_tokens; 0: its default")
+    enforce_eager: bool = Field(False, description="disable CUDA graphs")
+    seed: int = Field(0, description="engine seed (decoding is greedy either way)")
+    kv_cache_dtype: str = Field("auto", description="KV cache dtype, e.g. fp8")
+    engine_args: dict[str, Any] | str | None = Field(None, description="a JSON object of any other vllm EngineArgs "
+                                                     "(e.g. distributed_executor_backend)")
+    batch_size: int = Field(512, ge=1, description="requests per generate() call from the runner")
+
+
+class LMEvalArgs(BaseModel):
+    """ctxbench's own keys; every other key is lm-eval's model argument for that model type, passed through
+    (lm-eval itself refuses unknown ones, and that refusal is one line too)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    model_type: str = Field("", description="lm-eval model type (hf, vllm, local-completions, ...); or --backend lmeval:<type>")
+    tokenizer: str | None = Field(None, description="tokenizer for counting and truncation; default: the model")
+    context_length: int = Field(0, ge=0, description="context length; 0: what the lm-eval model states")
+    chunk_size: int = Field(64, ge=1, description="requests per generate_until call")
+
+
+class OpenAIArgs(BackendArgs):
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="the server's OpenAI-compatible root, http(s)://host:port/v1")
+    api: Literal["completions", "chat"] = Field("completions", description="completions: the exact rendered prompt; chat: messages")
+    served_model: str | None = Field(None, description="the model name the server knows; default: --model")
+    tokenizer: str | None = Field(None, description="local tokenizer for counting tokens; default: --model")
+    api_key_env: str = Field("", description="name of the environment variable that holds the API key (never the key)")
+    context_length: int = Field(0, ge=0, description="the model's context; 0: from the server's /models or the local config")
+    concurrency: int = Field(8, ge=1, description="requests in flight at once")
+    timeout: float = Field(600.0, gt=0, description="seconds to wait for one answer")
+    connect_timeout: float = Field(10.0, gt=0, description="seconds to wait for a connection")
+    max_retries: int = Field(6, ge=0, description="retries of a timeout, connection error, 429, 5xx or unreadable answer")
+    backoff: float = Field(1.0, ge=0, description="first retry delay in seconds (doubled each retry, with jitter)")
+    backoff_max: float = Field(60.0, ge=0, description="longest retry delay in seconds")
+    rpm: float = Field(0.0, ge=0, description="requests per minute at most; 0: no limit")
+    prefill: Literal["auto", "continue", "user"] = Field("auto", description="chat: how the answer prefix is sent (auto probes the server)")
+    count_tokens: Literal["local", "server"] = Field("local", description="count prompt tokens locally or with the server's /tokenize")
+    prompt_format: Literal["text", "ids"] = Field("text", description="completions: send the prompt as text or as token ids")
+    extra_body: dict[str, Any] | None = Field(None, description="a JSON object merged into every request body")
+    batch_size: int = Field(0, ge=0, description="requests per generate() call from the runner; 0: 4 x concurrency")

@@ -1,0 +1,119 @@
+"""What a board says about where its numbers come from, and the CSV files it writes beside the report.
+
+- The provenance header: suites, samples per cell, seeds, dates, the ctxbench version and commit of every run and
+  of the board itself, run ids and model fingerprints.
+- `results.csv`: one row per (model, task, length) cell and one `avg` row per (model, length), each with n,
+  planned, errored and a status; importable again with `ctxbench board import` (extra columns are ignored).
+- RULER's `summary.csv`, one per model and length, at `summary/<model>/<length>/summary.csv`: RULER's
+  scripts/eval/evaluate.py writes one per prediction directory (`<model>/<benchmark>/<length>/pred/`), as a
+  pandas frame of three rows (Tasks, Score, Nulls) under a numeric header; we keep those rows and that header
+  exactly (Score in percent rounded to 2, Nulls "empty/scored") and add two rows after them: Samples
+  ("scored/planned") and Failed (errored samples).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from pathlib import Path
+
+import pandas as pd
+
+from ctxbench.harness.core.io import atomic_write, slug
+from ctxbench.harness.core.provenance import git_commit, version
+
+from .frame import AVG_TASK
+from .render import Section, Table
+
+CSV_COLUMNS = ["model", "task", "length", "score", "lo", "hi", "interval", "n", "planned", "errored", "pending",
+               "status", "n_tasks", "n_tasks_all", "task_set", "source", "claimed_length", "effective_length",
+               "effective_length_lower", "avg", "wavg_inc", "wavg_dec", "rank_avg", "rank_inc", "rank_dec"]
+
+
+def provenance_section(runs: pd.DataFrame | None, *, built: str | None = None) -> tuple[tuple[str, ...], Section | None]:
+    """(header lines, a table of the runs) saying where every number came from."""
+    built = built or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    commit = git_commit()
+    board = f"Built {built} with ctxbench {version('ctxbench') or '?'}" + (f" (commit {commit})" if commit else "") + "."
+    if runs is None or runs.empty:
+        return (board,), None
+    def listed(col: str) -> str:
+        return ", ".join(sorted({str(v) for v in runs[col] if str(v) not in ("", "None", "nan")})) or "?"
+    dates = sorted(d for d in list(runs["created"]) + list(runs["last_session"]) if d)
+    lines = (
+        f"Suites: {listed('suite')}; samples per cell: {listed('samples_per_cell')}; seeds: {listed('seed')}; "
+        f"runs from {dates[0][:10] if dates else '?'} to {dates[-1][:10] if dates else '?'}.",
+        board,
+    )
+    rows = tuple(
+        (r.run_id, r.model, r.fingerprint, r.suite, str(r.seed), str(r.samples_per_cell), f"{r.done}/{r.planned}",
+         str(r.errored), f"{r.created[:19]} → {r.last_session[:19]}", f"{r.ctxbench} {r.commit}".strip())
+        for r in runs.sort_values(["model", "run_id"]).itertuples()
+    )
+    table = Table(headers=("Run", "Model", "Weights fingerprint", "Suite", "Seed", "Samples/cell", "Scored/planned",
+                           "Failed", "Dates (UTC)", "ctxbench"), rows=rows)
+    return lines, Section(title="Provenance", tables=(table,), collapsed=True)
+
+
+def results_csv(tasks: pd.DataFrame | None, avgs: pd.DataFrame | None, summary: pd.DataFrame | None,
+                short: pd.DataFrame | None) -> str:
+    """Per-cell and per-length rows in percent (see the module docstring)."""
+    parts = []
+    if tasks is not None and not tasks.empty:
+        parts.append(_percent(tasks.assign(interval=tasks["method"])))
+    if avgs is not None and not avgs.empty:
+        per_model = summary.drop(columns=[c for c in summary.columns if c in avgs.columns and c != "model"])
+        rows = avgs.merge(per_model, on="model", how="left")
+        rows = rows.assign(task=AVG_TASK, interval=rows["method"])
+        for col in ("avg", "wavg_inc", "wavg_dec"):
+            rows[col] = rows[col] * 100
+        parts.append(_percent(rows))
+    if short is not None and not short.empty:
+        parts.append(short)
+    if not parts:
+        return ",".join(CSV_COLUMNS) + "\n"
+    out = pd.concat(parts, ignore_index=True)
+    for col in CSV_COLUMNS:
+        if col not in out:
+            out[col] = pd.NA
+    out = out[CSV_COLUMNS]
+    for col in ("n", "planned", "errored", "pending", "n_tasks", "n_tasks_all", "claimed_length", "effective_length",
+                "effective_length_lower", "rank_avg", "rank_inc", "rank_dec"):
+        out[col] = pd.to_numeric(out[col], errors="coerce").round().astype("Int64")
+    return out.to_csv(index=False, float_format="%.4f", lineterminator="\n")
+
+
+def _percent(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame.rename(columns={"mean": "score"}).copy()
+    for col in ("score", "lo", "hi"):
+        out[col] = out[col] * 100
+    return out
+
+
+def write_ruler_summaries(out_dir: Path, df: pd.DataFrame, tasks: pd.DataFrame) -> list[Path]:
+    """RULER's summary.csv per (model, length): Tasks / Score / Nulls, then Samples and Failed (see the docstring)."""
+    written = []
+    measured = tasks[tasks["source"] == "measured"]
+    folders = _folders(sorted(measured["model"].unique()))
+    for (model, length), cells in measured.groupby(["model", "length"], sort=True):
+        cells = cells.sort_values("task")
+        scored = df[(df["model"] == model) & (df["length"] == length)]
+        empty = scored.groupby("task")["empty"].sum() if "empty" in scored else pd.Series(dtype=int)
+        names = list(cells["task"])
+        score = [round(float(m) * 100, 2) if pd.notna(m) else "" for m in cells["mean"]]
+        nulls = [f"{int(empty.get(t, 0))}/{int(n)}" for t, n in zip(names, cells["n"])]
+        samples = [f"{int(n)}/{int(p)}" for n, p in zip(cells["n"], cells["planned"])]
+        failed = [str(int(e)) for e in cells["errored"]]
+        frame = pd.DataFrame([["Tasks", *names], ["Score", *score], ["Nulls", *nulls], ["Samples", *samples],
+                              ["Failed", *failed]])
+        path = out_dir / "summary" / folders[model] / str(int(length)) / "summary.csv"
+        atomic_write(path, frame.to_csv(index=False, lineterminator="\n"))
+        written.append(path)
+    return written
+
+
+def _folders(models: list[str]) -> dict[str, str]:
+    """A safe, distinct folder name per model (slugs that collide get a short hash of the name)."""
+    slugs = {m: slug(m, max_len=80) for m in models}
+    taken = [v for v in slugs.values()]
+    return {m: s if taken.count(s) == 1 else f"{s}-{hashlib.sha1(m.encode()).hexdigest()[:6]}" for m, s in slugs.items()}

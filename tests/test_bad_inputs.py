@@ -1,0 +1,194 @@
+"""Every bad input is one line naming the file, line or key, exit 2, and nothing written (issue 10 §4).
+
+The cases run the CLI's main() in this process (the `ctxbench` fixture); test_cli_errors.py and test_store.py
+drive real processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from ctxbench.harness.core.models import cache_dir
+
+GOOD = "name: t\nlengths: [512]\nsamples: 1\ntasks: [ruler/niah_single_1]\n"
+
+
+def suite(tmp: Path, name: str, body: str) -> str:
+    path = tmp / name
+    if tmp.is_dir():  # not while collecting the case names
+        path.write_text(body)
+    return str(path)
+
+
+def task_suite(tmp: Path, task: str, args: dict) -> str:
+    name = hashlib.sha1(f"{task}{sorted(args.items())}".encode()).hexdigest()[:10]
+    return suite(tmp, f"suite-{name}.yaml",
+                 f"name: t\nlengths: [512]\nsamples: 1\ntasks:\n  - task: {task}\n    args: {json.dumps(args)}\n")
+
+
+@pytest.fixture()
+def files(tmp_path: Path) -> dict[str, str]:
+    """Bad files of every kind the issue lists."""
+    t = tmp_path / "in"
+    t.mkdir()
+    (t / "a_file").write_text("not a directory\n")
+    (t / "corrupt.gguf").write_bytes(b"\x00garbage" * 1000)
+    (t / "truncated.gguf").write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(range(256)) * 8)
+    (t / "latin1.yaml").write_bytes(b"name: caf\xe9\nlengths: [512]\n")
+    (t / "a_dir.yaml").mkdir()
+    (t / "huge.csv").write_text("model,task,length,score\nX,avg,4096," + "9" * (10 * 1024 * 1024) + "\n")
+    (t / "bad_length.csv").write_text("model,task,length,score\nX,avg,abc,50\n")
+    (t / "latin1.csv").write_bytes(b"model,task,length,score\nM\xe9,avg,4096,50\n")
+    (t / "empty_essays").mkdir()
+    for i in range(3):
+        (t / "empty_essays" / f"e{i}.txt").write_text("")
+    (t / "few_words.txt").write_text("Only a handful of words here.\n")
+    (t / "no_text.json").write_text('{"title": "x"}')
+    (t / "squad_corrupt.json").write_text('{"data": [{"title": "x", "paragraphs": [')
+    (t / "squad_wrong.json").write_text('{"version": "v2.0"}')
+    (t / "squad_empty.json").write_text('{"data": []}')
+    (t / "hotpot_corrupt.json").write_text("[{]")
+    (t / "longbench_empty.jsonl").write_text("")
+    (t / "longbench_corrupt.jsonl").write_text('{"input": "q", "context": "c"}\n{oops\n')
+    # a run whose record is garbage: score (resume) and board build must say so in one line
+    garbage = tmp_path / "garbage_store"
+    (garbage / "run-x").mkdir(parents=True)
+    (garbage / "run-x" / "record.json").write_text("{not json")
+    return {p.name: str(p) for p in t.iterdir()} | {"garbage_store": str(garbage), "tmp": str(tmp_path)}
+
+
+def cases(f: dict[str, str]) -> dict[str, tuple[list[str], str]]:
+    """name -> (argv, a fragment the one line must contain). {store} and {out} are fresh paths under tmp."""
+    tmp = Path(f["tmp"])
+    echo = ["--backend", "echo", "--store", "{store}"]
+    score = ["score", *echo]
+    s = task_suite
+    return {
+        # usage (typer/click)
+        "samples_not_int": (["score", "--samples", "abc"], "--samples"),
+        "unknown_option": (["score", "--bogus"], "--bogus"),
+        "misspelt_command": (["scor"], "Did you mean 'score'"),
+        "bare_group": (["board"], "Missing command"),
+        "seed_not_int": (["score", "--seed", "x"], "--seed"),
+        # CLI values
+        "samples_zero": ([*score, "--samples", "0"], "--samples"),
+        "lengths_garbage": ([*score, "--lengths", "1k,abc"], "--lengths"),
+        "length_too_short": ([*score, "--lengths", "10"], "at least 64"),
+        "over_long_length": ([*score, "--lengths", "1m", "--backend-arg", "context_length=8192"], "exceed the model's context"),
+        "shard_out_of_range": ([*score, "--shard", "2/2"], "--shard"),
+        "shard_garbage": ([*score, "--shard", "x"], "--shard"),
+        "unknown_backend": (["score", "--backend", "nope", "--store", "{store}"], "backend"),
+        "backend_arg_no_equals": ([*score, "--backend-arg", "delay"], "KEY=VALUE"),
+        "backend_arg_unknown": ([*score, "--backend-arg", "bogus=1"], "valid keys: batch_size, context_length, delay"),
+        "backend_arg_ill_typed": ([*score, "--backend-arg", "delay=abc"], "backend_args.delay"),
+        "backend_arg_not_for_echo": ([*score, "--dtype", "bfloat16"], "backend_args.dtype: unknown key for backend echo"),
+        "backend_arg_reserved": ([*score, "--backend-arg", "truncation=middle"], "--truncation"),
+        "backend_arg_api_key": ([*score, "--backend-arg", "api_key=sk-123"], "api_key_env"),
+        "openai_bad_url": (["score", "--backend", "openai", "--store", "{store}", "--backend-arg", "base_url=ftp://x"], "base_url"),
+        "openai_bad_api": (["score", "--backend", "openai", "--store", "{store}", "--backend-arg", "api=responses"], "backend_args.api"),
+        "rope_scaling_bad": ([*score, "--rope-scaling", "warp:9"], "--rope-scaling"),
+        "truncation_bad": ([*score, "--truncation", "sideways"], "truncation"),
+        "model_missing": ([*score, "--model", str(tmp / "nope")], "model"),
+        "model_corrupt_gguf": ([*score, "--model", f["corrupt.gguf"]], "not a readable GGUF file"),
+        "model_truncated_gguf": ([*score, "--model", f["truncated.gguf"]], "not a readable GGUF file"),
+        "data_dir_missing": ([*score, "--data-dir", str(tmp / "nope")], "--data-dir"),
+        "tasks_match_nothing": ([*score, "--tasks", "nothing*"], "--tasks"),
+        "store_under_a_file": (["score", "--backend", "echo", "--store", f["a_file"] + "/runs"], "--store"),
+        # suite files
+        "suite_missing": ([*score, "--suite", "no-such-suite"], "ruler-quick"),
+        "suite_markup_name": ([*score, "--suite", "v[/2].yaml"], "v[/2].yaml"),
+        "suite_not_utf8": ([*score, "--suite", f["latin1.yaml"]], "not UTF-8"),
+        "suite_is_a_directory": ([*score, "--suite", f["a_dir.yaml"]], "is a directory"),
+        "suite_unknown_key": ([*score, "--suite", suite(tmp, "k.yaml", GOOD + "sampels: 3\n")], "sampels"),
+        "suite_name_control_char": ([*score, "--suite", suite(tmp, "n.yaml", GOOD.replace("name: t", 'name: "a\\tb"'))], "name"),
+        "suite_unknown_task_arg": ([*score, "--suite", s(tmp, "ruler/niah_multikey_1", {"num_keyz": 8})], "num_keyz"),
+        "essays_for_a_noise_haystack": ([*score, "--suite", s(tmp, "ruler/niah_single_1", {"essays": f["few_words.txt"]})],
+                                        "only read with haystack: essay"),
+        # data files
+        "essays_empty": ([*score, "--suite", s(tmp, "ruler/niah_single_2", {"essays": f["empty_essays"]})], "0 words"),
+        "essays_too_few_words": ([*score, "--suite", s(tmp, "ruler/niah_single_2", {"essays": f["few_words.txt"]})], "words"),
+        "essays_json_without_text": ([*score, "--suite", s(tmp, "ruler/niah_single_2", {"essays": f["no_text.json"]})], "'text'"),
+        "essays_missing": ([*score, "--suite", s(tmp, "ruler/niah_single_2", {"essays": str(tmp / "nope")})], "does not exist"),
+        "squad_corrupt": ([*score, "--suite", s(tmp, "ruler/qa_1", {"data_file": f["squad_corrupt.json"]})], "not valid JSON"),
+        "squad_wrong_format": ([*score, "--suite", s(tmp, "ruler/qa_1", {"data_file": f["squad_wrong.json"]})], "squad format"),
+        "squad_no_questions": ([*score, "--suite", s(tmp, "ruler/qa_1", {"data_file": f["squad_empty.json"]})], "no usable questions"),
+        "hotpot_corrupt": ([*score, "--suite", s(tmp, "ruler/qa_2", {"data_file": f["hotpot_corrupt.json"]})], "not valid JSON"),
+        "longbench_empty": ([*score, "--suite", s(tmp, "longbench/qasper", {"data_file": f["longbench_empty.jsonl"]})], "no examples"),
+        "longbench_corrupt": ([*score, "--suite", s(tmp, "longbench/qasper", {"data_file": f["longbench_corrupt.jsonl"]})],
+                              "longbench_corrupt.jsonl:2"),
+        "garbage_record_resume": (["score", "--backend", "echo", "--store", f["garbage_store"], "--suite", "{garbage_suite}"],
+                                  "record.json"),
+        # generate
+        "generate_out_under_a_file": (["generate", "--task", "ruler/niah_single_1", "--length", "1k", "--out",
+                                       f["a_file"] + "/x.jsonl"], "--out"),
+        "generate_out_is_a_dir": (["generate", "--task", "ruler/niah_single_1", "--length", "1k", "--out", f["tmp"]], "--out"),
+        "generate_length_short": (["generate", "--task", "ruler/niah_single_1", "--length", "10", "--out", "{out}/x.jsonl"],
+                                  "--length"),
+        "generate_unknown_task": (["generate", "--task", "ruler/nope", "--length", "1k", "--out", "{out}/x.jsonl"], "did you mean"),
+        "generate_bad_format": (["generate", "--task", "ruler/niah_single_1", "--length", "1k", "--format", "xml", "--out",
+                                 "{out}/x.jsonl"], "--format"),
+        # board
+        "board_empty_store": (["board", "build", "--store", "{store}", "--out", "{out}"], "no scored runs"),
+        "board_compare_malformed": (["board", "build", "--store", "{store}", "--out", "{out}", "--compare", "AB"], "--compare"),
+        "board_unknown_run": (["board", "build", "--store", "{store}", "--out", "{out}", "--runs", "nope"], "--runs"),
+        "board_garbage_record": (["board", "build", "--store", f["garbage_store"], "--out", "{out}"], "record.json"),
+        "board_out_under_a_file": (["board", "build", "--store", f["garbage_store"], "--out", f["a_file"] + "/b"], "--out"),
+        "import_missing": (["board", "import", str(tmp / "nope.csv"), "--store", "{store}"], "does not exist"),
+        "import_bad_length": (["board", "import", f["bad_length.csv"], "--store", "{store}"], "length"),
+        "import_huge_field": (["board", "import", f["huge.csv"], "--store", "{store}"], "huge.csv line"),
+        "import_not_utf8": (["board", "import", f["latin1.csv"], "--store", "{store}"], "not UTF-8"),
+        "import_a_directory": (["board", "import", f["tmp"], "--store", "{store}"], "is a directory"),
+    }
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+CASE_NAMES = sorted(cases({k: "/x" for k in ("a_file", "corrupt.gguf", "truncated.gguf", "latin1.yaml", "a_dir.yaml",
+                                             "huge.csv", "bad_length.csv", "latin1.csv", "empty_essays", "few_words.txt",
+                                             "no_text.json", "squad_corrupt.json", "squad_wrong.json", "squad_empty.json",
+                                             "hotpot_corrupt.json", "longbench_empty.jsonl", "longbench_corrupt.jsonl",
+                                             "garbage_store", "tmp")}))
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, files, tmp_path, ctxbench, data_dir):
+    argv, fragment = cases(files)[case]
+    garbage_suite = suite(Path(files["tmp"]), "g.yaml", GOOD)
+    if case == "garbage_record_resume":  # the run id this suite would get is the garbage run's
+        from ctxbench.harness.core.config import load_suite
+        from ctxbench.harness.runner import RunPlan
+
+        run_id = RunPlan(load_suite(garbage_suite), "smollm2-135m", "echo", {}, Path(files["garbage_store"])).run_id()
+        (Path(files["garbage_store"]) / "run-x").rename(Path(files["garbage_store"]) / run_id)
+    store, out = tmp_path / "store", tmp_path / "out"
+    argv = [a.replace("{store}", str(store)).replace("{out}", str(out)).replace("{garbage_suite}", garbage_suite) for a in argv]
+    if argv[0] == "score" and "--data-dir" not in argv:
+        argv += ["--data-dir", str(data_dir)]
+    datasets = cache_dir("datasets")
+    before, cached = _files(tmp_path), _files(datasets)
+    code, stdout, stderr = ctxbench(*argv)
+    lines = [x for x in stderr.splitlines() if x.strip() and not x.startswith("warning:")]
+    assert code == 2, (code, stderr[-2000:])
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert fragment in lines[0], lines[0]
+    assert _files(tmp_path) == before, sorted(_files(tmp_path) - before)  # nothing written: no store, no output
+    assert _files(datasets) <= cached, sorted(_files(datasets) - cached)  # and no sample cache
+
+
+def test_the_matrix_is_large():
+    """The issue tried 76 bad inputs; this file keeps most of them (the rest: test_cli_errors, test_store)."""
+    assert len(CASE_NAMES) >= 60
+
+
+def test_bare_ctxbench_prints_help_and_version_exists(ctxbench):
+    code, out, err = ctxbench()
+    assert code == 0 and "Usage" in out + err and "score" in out + err
+    code, out, _ = ctxbench("--version")
+    assert code == 0 and out.startswith("ctxbench ")
