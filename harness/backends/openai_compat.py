@@ -39,10 +39,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbench.harness.core.backend import apply_truncation
+from ctxbench.harness.core.backend import apply_truncation, check_window
 from ctxbench.harness.core.errors import ConfigError, CtxbenchError, PromptTooLongError
 from ctxbench.harness.core.registry import register
-from ctxbench.harness.core.types import Prediction, Request
+from ctxbench.harness.core.types import LogprobRequest, Prediction, Request, TokenLogprobs
 
 APIS = ("completions", "chat")
 PREFILL_MODES = ("auto", "continue", "user")
@@ -142,7 +142,8 @@ class OpenAIBackend:
         self.served_model = served_model or model
         self.base_url = str(base_url).rstrip("/")
         self.api = api
-        self.capabilities = frozenset({"generate", "chat"} if api == "chat" else {"generate"})
+        # prompt logprobs come from completions with echo + logprobs, which vLLM and SGLang serve
+        self.capabilities = frozenset({"generate", "chat"} if api == "chat" else {"generate", "prompt_logprobs"})
         self.truncation = truncation
         self.concurrency = int(_num(concurrency, "concurrency", int, 1))
         self.timeout = _num(timeout, "timeout", float, 0.001)
@@ -553,6 +554,56 @@ class OpenAIBackend:
         if "err" in box:
             raise box["err"]
         return box["out"]
+
+
+    # ---------------------------------------------------------------- prompt log-probabilities
+
+    def token_logprobs(self, requests: list[LogprobRequest]) -> list[TokenLogprobs]:
+        """log P(ids[i] | ids[:i]) of each window's scored tokens: POST /completions with the token ids as the prompt,
+        echo=true, logprobs=1 and one generated token (discarded); the echoed prompt's token_logprobs are read back
+        (OpenAI's legacy completions format: null for the first token). A server that echoes no prompt logprobs
+        fails that window with an error naming the fix; transport failures are retried as generation's are."""
+        for r in requests:
+            check_window(r, self.context_length)
+        if not requests:
+            return []
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self._logprobs_all(requests))
+        box: dict[str, Any] = {}
+        t = threading.Thread(target=lambda: box.update(out=asyncio.run(self._logprobs_all(requests))))
+        t.start()
+        t.join()
+        return box["out"]
+
+    async def _logprobs_all(self, requests: list[LogprobRequest]) -> list[TokenLogprobs]:
+        import httpx
+
+        self._sem = asyncio.Semaphore(self.concurrency)
+        self._rl_lock = asyncio.Lock()
+        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+        async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout), limits=limits,
+                                     headers=self._headers()) as client:
+            return list(await asyncio.gather(*(self._logprobs_one(client, r) for r in requests)))
+
+    async def _logprobs_one(self, client, r: LogprobRequest) -> TokenLogprobs:
+        body = {"model": self.served_model, "prompt": list(r.token_ids), "max_tokens": 1, "temperature": 0, "echo": True,
+                "logprobs": 1, "stream": False, **self.extra_body}
+        start = time.perf_counter()
+        try:
+            data = await self._call(client, f"{self.base_url}/completions", body)
+        except (_Fail, _Retry) as e:
+            return TokenLogprobs(r.sample_id, (), time.perf_counter() - start, error=str(e))
+        seconds = time.perf_counter() - start
+        try:
+            found = data["choices"][0]["logprobs"]["token_logprobs"]
+        except (KeyError, IndexError, TypeError):
+            found = None
+        if not isinstance(found, list) or len(found) < len(r.token_ids):
+            return TokenLogprobs(r.sample_id, (), seconds, error="no prompt logprobs: the server must echo the prompt's "
+                                 "token_logprobs for completions with echo=true and logprobs (vLLM and SGLang do)")
+        return TokenLogprobs(r.sample_id, tuple(float(x) for x in found[r.score_from: len(r.token_ids)]), seconds)
 
 
 async def _done(p: Prediction) -> Prediction:
