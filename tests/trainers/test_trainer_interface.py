@@ -49,11 +49,12 @@ def test_bad_config_is_one_line(tmp_path, raw, where, hint):
 
 
 def test_every_config_field_has_help():
-    from ctxbench.harness.study import EvalSpec, MethodSpec, StudyConfig
+    from ctxbench.harness.studies import EvalSpec, MethodSpec, PerplexitySpec, StatsSpec, StudyConfig
     from ctxbench.trainers.base import RopeSpec, ScratchModel
-    from ctxbench.trainers.cpt import CPTData
+    from ctxbench.trainers.cpt import CPTData, CPTStudyData
 
-    for cls in (CPTConfig, CPTData, RopeSpec, ScratchModel, StudyConfig, MethodSpec, EvalSpec):
+    for cls in (CPTConfig, CPTData, CPTStudyData, RopeSpec, ScratchModel, StudyConfig, MethodSpec, EvalSpec, PerplexitySpec,
+                StatsSpec):
         missing = [name for name, f in cls.model_fields.items() if not f.description]
         assert not missing, f"{cls.__name__}: {missing}"
 
