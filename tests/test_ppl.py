@@ -81,10 +81,8 @@ def test_a_planted_repeated_passage_has_lower_loss_the_second_time(tmp_path, smo
     filler_a, passage, filler_b = (" ".join(w[:70]) for w in words)
     pieces = [filler_a, passage, filler_b, passage]
     text = "\n\n".join(pieces)
-    starts, at = [], 0
-    for k, piece in enumerate(pieces):  # token offsets of each piece (the separator belongs to the piece after it)
-        head = "\n\n".join(pieces[:k])
-        starts.append(len(tok(head, add_special_tokens=False)["input_ids"]) if k else 0)
+    # token offset of each piece (the separator belongs to the piece after it)
+    starts = [len(tok("\n\n".join(pieces[:k]), add_special_tokens=False)["input_ids"]) if k else 0 for k in range(4)]
     total = len(tok(text, add_special_tokens=False)["input_ids"])
     doc = tmp_path / "docs.jsonl"
     doc.write_text(json.dumps({"id": "planted", "text": text}) + "\n")
