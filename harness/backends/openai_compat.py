@@ -571,10 +571,19 @@ class OpenAIBackend:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self._logprobs_all(requests))
-        box: dict[str, Any] = {}
-        t = threading.Thread(target=lambda: box.update(out=asyncio.run(self._logprobs_all(requests))))
+        box: dict[str, Any] = {}  # called from inside an event loop (a notebook): run ours in a thread
+
+        def target():
+            try:
+                box["out"] = asyncio.run(self._logprobs_all(requests))
+            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                box["err"] = e
+
+        t = threading.Thread(target=target)
         t.start()
         t.join()
+        if "err" in box:
+            raise box["err"]
         return box["out"]
 
     async def _logprobs_all(self, requests: list[LogprobRequest]) -> list[TokenLogprobs]:
