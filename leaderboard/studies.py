@@ -218,11 +218,10 @@ def seed_table(frame: pd.DataFrame) -> pd.DataFrame:
     return per_seed.merge(spread, on="method")
 
 
-def detectable_effect(d: Delta, *, alpha: float = 0.05, power: float = 0.8) -> float:
-    """The smallest |A − B| this design detects with the given power (at the interval's level if adjusted)."""
-    a = 1 - d.level if d.level < 1 - alpha / 2 else alpha
+def detectable_effect(d: Delta, *, power: float = 0.8) -> float:
+    """The smallest |A − B| this design detects with the given power at the interval's (adjusted) level."""
     df = d.df if math.isfinite(d.df) else 1e9
-    return float((sps.t.ppf(1 - a / 2, df) + sps.t.ppf(power, df)) * d.se)
+    return float((sps.t.ppf(1 - (1 - d.level) / 2, df) + sps.t.ppf(power, df)) * d.se)
 
 
 def power_of(effect: float, se: float, df: float, *, alpha: float = 0.05) -> float:

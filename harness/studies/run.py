@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 from rich.markup import escape
 
 from ctxbench.harness.core.errors import ConfigError
@@ -87,13 +88,14 @@ def run_study(study: StudyConfig, *, console: Any = None, data_dir: Path | None 
     env_dir = os.environ.get("CTXBENCH_DATA_DIR")
     data_dir = data_dir or (Path(study.eval.data_dir) if study.eval.data_dir else Path(env_dir) if env_dir else None)
     suite = load_eval_suite(study.eval, where="study")
-    corpus = resolve_corpus(study.corpus, root)
     heldout = None
-    if study.perplexity is not None:
-        p = study.perplexity
-        heldout = split_heldout(corpus, documents=p.documents, min_tokens=p.shortest, seed=p.seed, tokenizer=study.tokenizer,
-                                root=root)
-        corpus = heldout.train_corpus
+    with FileLock(str(root / ".prepare.lock")):  # torchrun ranks: the first makes the corpus copy and the split
+        corpus = resolve_corpus(study.corpus, root)
+        if study.perplexity is not None:
+            p = study.perplexity
+            heldout = split_heldout(corpus, documents=p.documents, min_tokens=p.shortest, seed=p.seed,
+                                    tokenizer=study.tokenizer, root=root)
+            corpus = heldout.train_corpus
     trained = [_train(study, m, seed, corpus, heldout, data_dir, console) for m in study.methods for seed in study.seeds]
     if not _is_main():
         return None
@@ -115,8 +117,8 @@ def _train(study: StudyConfig, m: MethodSpec, seed: int, corpus: dict[str, Any],
     cfg = trainer_config(study, m, seed, inputs)
     trainer = trainer_class(study.trainer_of(m), where=f"methods.{m.name}")(cfg, console=console)
     data = trainer.data  # makes the data (packing ...) if needed, resumably
-    docs = trainer.corpus_documents()
-    if heldout is not None and docs:
+    docs = trainer.corpus_documents() if heldout is not None else None
+    if docs:
         leaked = sorted(docs & heldout.ids)
         if leaked:
             raise ConfigError(f"methods.{m.name}: its training data holds {len(leaked)} held-out documents (e.g. {leaked[0]!r}); "
