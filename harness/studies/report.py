@@ -98,9 +98,12 @@ def _fmt(v: float | None, scale: float = 1.0, digits: int = 2, sign: bool = Fals
 
 
 def _interval(d: st.Delta, scale: float) -> str:
+    """Δ [lo, hi] p: points (scale 100, 2 decimals) or nats (scale 1, 4 decimals); the exact test's p alone if it decided."""
+    digits = 2 if scale != 1 else 4
+    diff = _fmt(d.diff, scale, digits, sign=True)
     if math.isnan(d.lo):
-        return f"{_fmt(d.diff, scale, sign=True)} (exact p = {d.decisive_p:.3g})"
-    return f"{_fmt(d.diff, scale, sign=True)} [{_fmt(d.lo, scale, sign=True)}, {_fmt(d.hi, scale, sign=True)}] p = {d.decisive_p:.3g}"
+        return f"{diff} (exact p = {d.decisive_p:.3g})"
+    return f"{diff} [{_fmt(d.lo, scale, digits, sign=True)}, {_fmt(d.hi, scale, digits, sign=True)}] p = {d.decisive_p:.3g}"
 
 
 def _verdicts(study: StudyConfig, labelled, k: int) -> Section:
@@ -154,11 +157,12 @@ def _perplexity(study: StudyConfig, name: str, df: pd.DataFrame, labelled) -> Se
             continue
         cells = []
         for n, g in mine.groupby("length"):
-            sd = f" ± {g['ppl'].std(ddof=1):.3f}" if len(g) > 1 else ""
-            cells.append(f"{int(n)}: {g['ppl'].mean():.3f}{sd}")
+            seeds = f" ± {g['ppl'].std(ddof=1):.3f} ({', '.join(f's{int(r.seed)} {r.ppl:.3f}' for r in g.itertuples())})" \
+                if len(g) > 1 else ""
+            cells.append(f"{int(n)}: {g['ppl'].mean():.3f}{seeds}")
         rows.append((method, "; ".join(cells), _interval(vs[(method, UNTRAINED)], 1) if (method, UNTRAINED) in vs else "—",
                      _interval(vs[(method, study.reference)], 1) if (method, study.reference) in vs else "—"))
-    table = Table(("method", "perplexity by length (mean ± seed SD)", "Δ loss vs untrained [CI] p",
+    table = Table(("method", "perplexity by length (mean ± seed SD (per seed))", "Δ loss vs untrained [CI] p",
                    f"Δ loss vs {study.reference} [CI] p"), tuple(rows))
     curve = st.position_losses(df)
     longest = int(df["length"].max())
