@@ -171,7 +171,7 @@ class Perplexity(Task):
 class SlidingPerplexity(Perplexity):
     Args = SlidingArgs
     mode: ClassVar[str] = "sliding"
-    summary = "token-level loss of long documents ({source}) in sliding windows (stride {stride})"
+    summary = "token-level loss of long documents ({source}) in sliding windows (stride {stride}; None: half the length)"
 
     def stride(self, length: int) -> int:
         s = self.args.stride or max(1, length // 2)
