@@ -17,7 +17,7 @@ declares four things:
         tokenizer, seq_len, budget_tokens, the data seed, an out_dir of its own (named by everything the data depends
         on) and data_dir. Pure: the trainer's prepare_data() makes the data, resumably, when the study asks.
     corpus_documents(self) -> frozenset[str] | None
-        ids of the study-corpus documents its prepared data uses (trainers.data.corpus.iter_documents and
+        ids of the study-corpus documents its prepared data uses (trainers.data.corpus.identified_documents and
         TokenCorpus.doc_ids give them), or None if it reads none; the study checks that none is held out.
     data_diagnostics(self) -> dict | None
         what the report shows about the data ({part: {sequences, docs_per_sequence, doc_similarity, zipf,
@@ -26,7 +26,7 @@ declares four things:
 CPT (trainers/cpt.py) packs the corpus with a packing method ({method, method_args, mix_ratio, eval_sequences}).
 A conversation (hierarchical-QA SFT) or preference (LOGO) trainer does the same with its own `synthesize(config)`:
 study_data_config returns a data section that points its synthesis at inputs.out_dir, reading documents through
-iter_documents(CorpusConfig(**inputs.corpus)) (held-out documents skipped) or, for LOGO, its QA data under
+identified_documents(CorpusConfig(**inputs.corpus)) (held-out documents skipped) or, for LOGO, its QA data under
 inputs.data_dir (corpus_documents -> None). tests/trainers/test_study_methods.py has a stub of that kind.
 """
 

@@ -61,15 +61,15 @@ def split_heldout(corpus: dict[str, Any], *, documents: int, min_tokens: int, se
 
 
 def _choose(cfg, tok, *, documents: int, min_tokens: int, seed: int) -> list[tuple[str, str, int]]:
-    from ctxbench.trainers.data.corpus import iter_documents
+    from ctxbench.trainers.data.corpus import identified_documents
 
-    order = sorted((rank(seed, doc_id), doc_id) for _, _, _, doc_id in iter_documents(cfg))
+    order = sorted((rank(seed, doc_id), doc_id) for _, _, _, doc_id in identified_documents(cfg))
     if len({d for _, d in order}) != len(order):
         raise ConfigError("corpus: document ids repeat; set corpus.id_field to a unique field")
     chosen: list[tuple[str, str, int]] = []
     for start in range(0, len(order), BATCH):
         wanted = {d for _, d in order[start: start + BATCH]}
-        texts = {d: t for t, _, _, d in iter_documents(cfg) if d in wanted}
+        texts = {d: t for t, _, _, d in identified_documents(cfg) if d in wanted}
         for _, d in order[start: start + BATCH]:
             n = len(tok(texts[d], add_special_tokens=False)["input_ids"])
             if n >= min_tokens:

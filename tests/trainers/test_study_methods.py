@@ -53,13 +53,13 @@ class StubQATrainer(HFTrainer):
                 "max_tokens": inputs.seq_len, "leak": options.leak}
 
     def conversations(self) -> list[dict[str, str]]:
-        from ctxbench.trainers.data.corpus import CorpusConfig, iter_documents
+        from ctxbench.trainers.data.corpus import CorpusConfig, identified_documents
 
         d = self.config.data
         path = Path(d.path)
         if not path.exists():
             rows = []
-            for text, _, _, doc_id in iter_documents(CorpusConfig(**d.corpus), exclude=not d.leak):
+            for text, _, _, doc_id in identified_documents(CorpusConfig(**d.corpus), exclude=not d.leak):
                 lines = [x for x in text.splitlines() if x.strip()]
                 if len(lines) > 3:
                     rows.append({"id": doc_id, "question": "What does this file start with?\n" + "\n".join(lines[1:6]),

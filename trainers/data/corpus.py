@@ -130,9 +130,14 @@ def excluded_ids(cfg: CorpusConfig) -> frozenset[str]:
     return frozenset(line for line in p.read_text(encoding="utf-8").split("\n") if line)
 
 
-def iter_documents(cfg: CorpusConfig, *, exclude: bool = True) -> Iterator[tuple[str, str, str, str]]:
-    """Yield (text, domain, path, doc id) for every document, streamed (one line / batch / file at a time);
-    documents listed in exclude_ids are skipped unless exclude=False."""
+def iter_documents(cfg: CorpusConfig) -> Iterator[tuple[str, str, str]]:
+    """Yield (text, domain, path) for every document not in exclude_ids, streamed (one line / batch / file at a time)."""
+    for text, domain, path, _ in identified_documents(cfg):
+        yield text, domain, path
+
+
+def identified_documents(cfg: CorpusConfig, *, exclude: bool = True) -> Iterator[tuple[str, str, str, str]]:
+    """Yield (text, domain, path, document id), streamed; documents in exclude_ids are skipped unless exclude=False."""
     skip = excluded_ids(cfg) if exclude else frozenset()
     for doc in _iter_all(cfg):
         if doc[3] not in skip:
@@ -275,7 +280,7 @@ def _ingest(cfg: CorpusConfig, tok, out: Path, progress=None) -> None:
             if progress:
                 progress(ndocs)
 
-        for text, dom, path, doc_id in iter_documents(cfg):
+        for text, dom, path, doc_id in identified_documents(cfg):
             if not text.strip():
                 skipped += 1
                 continue
