@@ -263,7 +263,9 @@ def _records(path: Path, text_field: str, id_field: str) -> Iterator[tuple[str, 
 
             rows = enumerate(pq.read_table(f).to_pylist())
         else:
-            rows = ((i, json.loads(line)) for i, line in enumerate(f.read_text(encoding="utf-8").splitlines()) if line.strip())
+            from ctxbench.tasks.realdata import read_records
+
+            rows = enumerate(read_records(f))
         for i, rec in rows:
             if text_field not in rec:
                 raise ConfigError(f"text_field: {text_field!r} missing in {f.name}:{i + 1}; keys are {sorted(rec)}")
