@@ -8,6 +8,14 @@ that prompts sharing a prefix (depth grids, shared haystacks) are adjacent for p
 Tasks driven by another harness (lm-eval) are "external": they produce their own rows through the same store,
 record and resume logic. Over-long lengths are refused before any sample is generated. Every planned sample
 ends with a row: a prediction, or a recorded error that a rerun of the same command retries.
+
+A task declares the backend capability it is scored with (`task.needs`); the run refuses a backend without it
+before any work. Perplexity tasks need "prompt_logprobs": their samples carry token ids, sent as windows to
+`backend.token_logprobs`, and their rows hold the summed negative log-likelihood, the token count and the
+loss per position bucket instead of a prediction and a 0..1 score (score is None: boards skip them).
+
+The record of a checkpoint ctxbench trained carries its training provenance (run id, config and data hashes,
+trainer, base model), read from the ctxbench_manifest.json beside its weights.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from typing import Any
 from rich.console import Console
 
 from ctxbench.harness.core import datasets, registry
+from ctxbench.harness.core.backend import require
 from ctxbench.harness.core.config import Suite, build_task
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError, PromptTooLongError
@@ -37,7 +46,7 @@ from ctxbench.harness.core.prompting import PromptRenderer
 from ctxbench.harness.core.provenance import versions
 from ctxbench.harness.core.redact import redact_all, url_secrets
 from ctxbench.harness.core.store import RunStore, error_reason
-from ctxbench.harness.core.types import Prediction, Request, RunRecord, Sample
+from ctxbench.harness.core.types import Prediction, Request, RunRecord, Sample, TokenLogprobs
 
 CHUNK_TOKENS = 1 << 23  # prompt tokens in flight per chunk (~32 MB of text): bounds memory, feeds vLLM large batches
 MAX_CHUNK = 1024
@@ -151,6 +160,23 @@ def build_backend(plan: RunPlan, truncation: str) -> Any:
     return registry.get("backend", plan.backend, field="backend")(model=plan.model, truncation=truncation, **plan.backend_args)
 
 
+MANIFEST = "ctxbench_manifest.json"  # written beside the weights by ctxbench's trainers
+PROVENANCE = ("run_id", "trainer", "label", "config_hash", "data_hash", "base_model", "base_model_gguf", "steps", "seed",
+              "created")
+
+
+def training_provenance(model: str) -> dict[str, Any]:
+    """What trained this checkpoint, if ctxbench did: the manifest's identifying fields; {} for any other model."""
+    path = Path(model) / MANIFEST
+    if not path.is_file():
+        return {}
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {"error": f"unreadable {MANIFEST}"}
+    return {k: manifest.get(k) for k in PROVENANCE if k in manifest}
+
+
 def model_fingerprint(backend: Any, model: str) -> str:
     """The backend's own fingerprint if it has one, else a hash of the local weights, else the model's name."""
     own = getattr(backend, "fingerprint", None)
@@ -172,6 +198,8 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
     ctx = GenContext(backend.tokenizer, renderer, data_dir=plan.data_dir, verify=suite.verify)
     cells, external = plan_cells(suite, ctx, keep=plan.in_shard)
     check_lengths(cells, backend, suite.truncation)
+    for task in {c.task.name: c.task for c in cells}.values():
+        require(backend, task.needs, why=f"task {task.name}")
     for task in {id(c.task): c.task for c in cells if c.indices}.values():  # bad data: one line, before any write
         if hasattr(task, "prepare"):
             task.prepare(ctx)
@@ -196,7 +224,7 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
             tokenizer=str(getattr(backend.tokenizer, "name_or_path", "")), tokenizer_fingerprint=tokenizer_fingerprint(backend.tokenizer),
             template=renderer.template, seed=suite.seed, truncation=suite.truncation, versions=versions(), command=command,
             label=plan.label or plan.model, model_fingerprint=model_fingerprint(backend, plan.model),
-            plan=planned, external=[t.name for t in external])
+            plan=planned, external=[t.name for t in external], training=training_provenance(plan.model))
         store.begin(record, {"started": now, "shard": f"{i}/{n}", "command": command, "versions": record.versions,
                              "host": platform.node()})
         done = store.done_ids()
@@ -228,8 +256,11 @@ def _score_cells(cells, done, backend, ctx, suite, store, outcome: RunOutcome, c
                 chunk.sort(key=lambda s: s.prompt)  # shared prefixes adjacent (prefix caches); one length per chunk
                 for start in range(0, len(chunk), batch_size):
                     batch = chunk[start: start + batch_size]
-                    preds = backend.generate([request(s) for s in batch])
-                    rows = [_row(cell.task, s, p) for s, p in zip(batch, preds)]
+                    if cell.task.needs == "prompt_logprobs":
+                        rows = _logprob_rows(cell.task, batch, backend)
+                    else:
+                        preds = backend.generate([request(s) for s in batch])
+                        rows = [_row(cell.task, s, p) for s, p in zip(batch, preds)]
                     store.append(rows)
                     for r in rows:
                         if r["error"]:
@@ -247,6 +278,23 @@ def _run_external(tasks: list[Any], suite: Suite, backend, renderer, store: RunS
         rows = task.run_external(backend=backend, renderer=renderer, limit=None, seed=suite.seed, console=console)
         store.append(rows)
         task.write_aggregates(store.dir)
+
+
+def _logprob_rows(task, batch: list[Sample], backend) -> list[dict[str, Any]]:
+    """Perplexity rows: every window of the batch's samples in one call, then each sample's sums and buckets."""
+    windows = [task.logprob_requests(s) for s in batch]
+    results = iter(backend.token_logprobs([w for ws in windows for w in ws]))
+    rows = []
+    for s, ws in zip(batch, windows):
+        got: list[TokenLogprobs] = [next(results) for _ in ws]
+        error = next((r.error for r in got if r.error), None)
+        row = {"id": s.id, "task": s.task, "category": task.category, "length": s.length, "index": s.index, "depths": [],
+               "prompt_hash": s.prompt_hash, "prompt_tokens": s.prompt_tokens, "max_new_tokens": 0, "prediction": "",
+               "generated_tokens": 0, "seconds": round(sum(r.seconds for r in got), 4), "metric": s.metric, "score": None,
+               "empty": False, "answers": [], "truncated_tokens": 0, "error": error, "depth": None, "position": None,
+               "meta": {k: v for k, v in s.meta.items() if k != "token_ids"}, "windows": len(ws)}
+        rows.append({**row, **({} if error else task.score_logprobs(s, got))})
+    return rows
 
 
 def _row(task, s: Sample, p: Prediction) -> dict[str, Any]:

@@ -158,3 +158,40 @@ def forest_plot(comparison: PairedComparison) -> bytes:
                              "hollow: not significant"))
     ax.grid(axis="x", alpha=0.3)
     return _png(fig)
+
+
+def training_curves(losses: pd.DataFrame) -> bytes:
+    """Training (solid) and validation (dashed, dots) loss against step, one colour per method, a line per seed."""
+    fig = _figure(8, 4.2)
+    ax = fig.add_subplot()
+    methods = sorted(losses["method"].unique())
+    for colour, method in zip(_colours(len(methods)), methods, strict=True):
+        mine = losses[losses["method"] == method]
+        for k, ((seed, split), group) in enumerate(mine.sort_values("step").groupby(["seed", "split"])):
+            eval_split = split == "eval"
+            ax.plot(group["step"], group["loss"], color=colour, lw=1.2, ls="--" if eval_split else "-",
+                    marker="o" if eval_split else None, ms=3, alpha=0.8,
+                    label=plot_label(method) if k == 0 else None)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("loss (nats/token)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    return _png(fig)
+
+
+def position_loss_curves(curve: pd.DataFrame, *, length: int) -> bytes:
+    """Mean token loss by position bucket (the context a token had), one line per method, at one length."""
+    fig = _figure(8, 4)
+    ax = fig.add_subplot()
+    part = curve[curve["length"] == length]
+    methods = sorted(part["method"].unique())
+    for colour, method in zip(_colours(len(methods)), methods, strict=True):
+        g = part[part["method"] == method].sort_values("lo")
+        ax.plot(g["lo"], g["loss"], color=colour, marker="o", ms=3, label=plot_label(method))
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("token position (bucket start; context tokens before it)")
+    ax.set_ylabel("loss (nats/token)")
+    ax.set_title(plot_label(f"held-out loss by position at length {format_length(length)}"), fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, frameon=False)
+    return _png(fig)

@@ -87,7 +87,10 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
         model = _label(rec) if len(fps[_label(rec)]) == 1 else f"{_label(rec)} [{short_fingerprint(fp)}]"
         info = {"model": model, "run_id": rec["run_id"], "seed": seed, "fingerprint": fp,
                 "claimed_length": rec.get("backend_args", {}).get("context_length", math.nan)}
+        losses = loss_tasks(rec, latest)
         for sid, row in latest.items():
+            if row.get("task") in losses:
+                continue  # perplexity rows are losses, not 0..1 scores: the summary and studies read them
             if row.get("task") is None or row.get("length") is None:
                 bad_rows.append(f"{store.dir.name}: {sid} (no task or length)")
                 continue
@@ -99,6 +102,8 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
                     continue
             units[key] = (rank, row, info)
         for task, per_length in (rec.get("plan") or {}).items():
+            if task in losses:
+                continue
             for length, n in per_length.items():
                 for j in range(int(n)):
                     sid = f"{task}@{length}#{j}"
@@ -114,6 +119,12 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
     scores = pd.DataFrame(scored, columns=SCORE_COLUMNS) if scored else pd.DataFrame(columns=SCORE_COLUMNS)
     skipped = [where for s in stores for where in s.read_stats.bad] + bad_rows
     return StoreFrames(scores, _cells(units, pending), pd.DataFrame(provenance), skipped, notes)
+
+
+def loss_tasks(rec: dict[str, Any], latest: dict[str, dict]) -> set[str]:
+    """Tasks of a run scored by loss (ppl/*): their rows have metric "perplexity" and no 0..1 score."""
+    return ({str(r.get("task")) for r in latest.values() if r.get("metric") == "perplexity"}
+            | {t for t in (rec.get("plan") or {}) if str(t).startswith("ppl/")})
 
 
 def _label(rec: dict[str, Any]) -> str:

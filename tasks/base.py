@@ -79,6 +79,7 @@ class Task:
     metric: ClassVar[str] = "string_match_all"
     summary: ClassVar[str] = ""  # what the task measures, one line; may name args as {arg} (and {name})
     data_source: ClassVar[str] = "none (generated)"  # the data it reads; may name args as {arg}
+    needs: ClassVar[str] = "generate"  # the backend capability its samples are scored with (harness/core/backend.py)
 
     def __init__(self, name: str, args: TaskArgs):
         self.name = name

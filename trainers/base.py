@@ -12,6 +12,10 @@ The next trainers plug in through the same hooks:
 - LOGO: prepare_data() yields (prompt, chosen, M rejected) with synthetic position_ids; data_collator()
   keeps position_ids; hf_trainer_class() returns a Trainer whose compute_loss is the LOGO objective
   plus the SFT term; build_model() wraps the model with LoRA.
+
+A trainer becomes usable as a study method (harness/studies) by declaring how it makes its data from what a
+study provides (StudyInputs): `study_data_cls` (its options in a study YAML), `study_data_config()` (its
+config's `data` section), `corpus_documents()` and `data_diagnostics()`; see harness/studies/__init__.py.
 """
 
 from __future__ import annotations
@@ -133,6 +137,19 @@ class TrainResult:
     resumed_from_step: int | None
     seconds: float
     skipped: bool = False  # True: an identical finished run was found; nothing was trained
+
+
+@dataclass(frozen=True)
+class StudyInputs:
+    """What a study hands a trainer to make one method's training data for one seed."""
+
+    corpus: dict[str, Any]  # CorpusConfig keys of the training split: exclude_ids leaves the held-out documents out
+    tokenizer: str  # the base model's tokenizer
+    seq_len: int  # the study's training sequence length
+    budget_tokens: int  # tokens of training data per method (the same for every method)
+    seed: int  # seed for making the data (the replicate's seed, or one shared seed: vary_packing)
+    out_dir: Path  # this method's data directory for these inputs; the trainer owns it
+    data_dir: Path | None  # shared public data (hotpotqa/, pg_essays/), for trainers that read it
 
 
 class Trainer(Protocol):

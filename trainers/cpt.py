@@ -42,6 +42,27 @@ class CPTData(BaseModel):
         return self
 
 
+class CPTStudyData(BaseModel):
+    """A CPT method in a study: how the study's corpus is packed for it (the study sets corpus, budget and seed)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    method: str = Field(description="packing method: standard, within_domain, splice, quest, knn, iclm")
+    method_args: dict[str, Any] = Field(default_factory=dict, description="the method's arguments, e.g. {retriever: bm25, k: 1}")
+    mix_ratio: float = Field(0.0, ge=0, le=1, description="fraction of standard-packed sequences mixed in (SPLICE: 0.5)")
+    eval_sequences: int = Field(8, ge=0, description="packed sequences held out for the validation loss")
+    max_sequences: int | None = Field(None, ge=1, description="train on at most this many sequences")
+
+    @model_validator(mode="after")
+    def _method(self):
+        from ctxbench.trainers.data.methods import parse_args
+
+        try:
+            parse_args(self.method, self.method_args)
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
+        return self
+
+
 class CPTConfig(TrainerConfig):
     """Continued pretraining on packed sequences; see TrainerConfig for the shared settings."""
 
@@ -81,11 +102,13 @@ class PackedSequences:
 
 
 def collate_packed(rows: list[dict[str, np.ndarray]]) -> dict[str, Any]:
-    """Full packed sequences: no padding, so no attention mask; the model shifts labels itself."""
+    """Full packed sequences, no padding; the model shifts labels itself. The all-ones attention mask changes no
+    logit: it is there so that non-padding token accounting counts every token (the pad id is often EOS, the
+    document separator in packed data)."""
     import torch
 
     ids = torch.from_numpy(np.stack([r["input_ids"] for r in rows]))
-    return {"input_ids": ids, "labels": ids.clone()}
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone()}
 
 
 @register("trainer", "cpt")
@@ -94,6 +117,25 @@ class CPTTrainer(HFTrainer):
 
     name = "cpt"
     config_cls = CPTConfig
+    study_data_cls = CPTStudyData
+
+    @classmethod
+    def study_data_config(cls, options: CPTStudyData, inputs) -> dict[str, Any]:
+        """Pack the study's training split with the method (data.synthesis: prepare_data packs it, resumably)."""
+        synthesis = {"corpus": inputs.corpus, "method": options.method, "method_args": options.method_args,
+                     "mix_ratio": options.mix_ratio, "seq_len": inputs.seq_len, "budget_tokens": inputs.budget_tokens,
+                     "tokenizer": inputs.tokenizer, "seed": inputs.seed, "out_dir": str(inputs.out_dir)}
+        return {"synthesis": synthesis, "eval_sequences": options.eval_sequences, "max_sequences": options.max_sequences}
+
+    def corpus_documents(self) -> frozenset[str] | None:
+        from ctxbench.trainers.data.pipeline import packed_document_ids
+
+        return packed_document_ids(self.data.info["path"])
+
+    def data_diagnostics(self) -> dict[str, Any] | None:
+        from ctxbench.trainers.data.diagnostics import inspect
+
+        return inspect(self.data.info["path"], sample=64)["report"]
 
     def data_dir(self) -> Path:
         d = self.config.data

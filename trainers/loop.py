@@ -4,11 +4,16 @@
 transformers Trainer (hf_trainer_class(), data_collator()) resumed from the last checkpoint-* of
 output_dir -> final validation -> save_pretrained + tokenizer + ctxbench_manifest.json. A finished run
 with the same config and data hash is not retrained.
+
+A training is its config AND its data: the run id hashes both (so new data is a new run directory and,
+by default, a new output_dir), and the ownership mark in output_dir names both, so checkpoints trained on
+other data are never resumed, even when the config is unchanged.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import math
 import os
@@ -26,6 +31,7 @@ from ctxbench.trainers.base import (
     RUN_MARK,
     DataBundle,
     ScratchModel,
+    StudyInputs,
     TrainerConfig,
     TrainResult,
     TrainRun,
@@ -44,11 +50,13 @@ class HFTrainer:
     name: ClassVar[str] = "base"
     staged: ClassVar[bool] = False  # True: the constructor takes stage= (train the stages up to and including it)
     config_cls: ClassVar[type[TrainerConfig]] = TrainerConfig
+    study_data_cls: ClassVar[type[Any] | None] = None  # a pydantic model of its options as a study method; None: not one
 
     def __init__(self, config: TrainerConfig, *, console: Any = None):
         self.config = config
         self.console = console
         self._tokenizer = None
+        self._data: DataBundle | None = None
         self.is_main = int(os.environ.get("RANK", "0")) == 0  # torchrun/deepspeed rank: only rank 0 writes files
 
     # --- identity -------------------------------------------------------------------------------
@@ -58,9 +66,18 @@ class HFTrainer:
         return f"scratch-{b.config.get('model_type', 'llama')}" if isinstance(b, ScratchModel) else b
 
     @property
+    def data(self) -> DataBundle:
+        """The training data, prepared once (prepare_data() may pack or synthesize it first)."""
+        if self._data is None:
+            self._data = self.prepare_data()
+        return self._data
+
+    @property
     def run_id(self) -> str:
+        """train-<trainer>-<label>-<hash of config and data>: retraining on other data is another run."""
         c = self.config
-        return f"train-{self.name}-{slug(c.label or Path(self.base_name).name, default='model')}-{c.config_hash()[:8]}"
+        ident = hashlib.sha256(f"{c.config_hash()}:{self.data.data_hash}".encode()).hexdigest()[:8]
+        return f"train-{self.name}-{slug(c.label or Path(self.base_name).name, default='model')}-{ident}"
 
     @property
     def run(self) -> TrainRun:
@@ -69,6 +86,22 @@ class HFTrainer:
     @property
     def output_dir(self) -> Path:
         return Path(self.config.output_dir) if self.config.output_dir else self.run.dir / "model"
+
+    # --- as a study method (harness/studies) --------------------------------------------------
+    @classmethod
+    def study_data_config(cls, options: Any, inputs: StudyInputs) -> dict[str, Any]:
+        """The config's `data` section for a study method: options (a study_data_cls) applied to the study's inputs.
+        Pure: prepare_data() does the work, resumably, when the study asks for the data."""
+        raise ConfigError(f"trainer {cls.name!r} cannot be a study method: it defines no study_data_config()")
+
+    def corpus_documents(self) -> frozenset[str] | None:
+        """Ids of the study-corpus documents the prepared data was made from (None: it reads no study-corpus
+        document); the study asserts that none is held out."""
+        raise ConfigError(f"trainer {self.name!r} cannot be a study method: it defines no corpus_documents()")
+
+    def data_diagnostics(self) -> dict[str, Any] | None:
+        """What the report shows about this method's data (e.g. packing diagnostics); None: nothing."""
+        return None
 
     # --- hooks ----------------------------------------------------------------------------------
     def prepare_data(self) -> DataBundle:
@@ -158,12 +191,16 @@ class HFTrainer:
             activation_checkpointing=c.gradient_checkpointing, logging_steps=c.logging_steps,
             eval_strategy="steps" if data.eval is not None else "no", eval_steps=eval_every, save_strategy="steps",
             save_steps=c.save_steps, save_total_limit=c.save_total_limit, seed=c.seed, data_seed=c.seed, report_to=[],
-            disable_tqdm=True, include_num_input_tokens_seen=True, dataloader_num_workers=c.dataloader_workers,
+            disable_tqdm=True, include_num_input_tokens_seen="non_padding", dataloader_num_workers=c.dataloader_workers,
             remove_unused_columns=False, dataloader_pin_memory=self._has_cuda(),
         )
         if c.deepspeed:
             kw["deepspeed"] = str(deepspeed_path(c.deepspeed))
         return {**kw, **c.extra_args}
+
+    def is_finished(self) -> bool:
+        """Whether train() would find this exact training already done (and skip it)."""
+        return self.finished(self.data) is not None
 
     def finished(self, data: DataBundle) -> dict[str, Any] | None:
         """The manifest of an identical finished run in output_dir, if any."""
@@ -180,15 +217,15 @@ class HFTrainer:
             import torch
 
             torch.set_num_threads(c.threads)
+        data = self.data
         if fresh and self.is_main:
             shutil.rmtree(out, ignore_errors=True)
             run.reset()
-        data = self.prepare_data()
         done = self.finished(data)
         if done is not None:
             return self._result(done, skipped=True)
         if self.is_main:
-            self._claim(out)
+            self._claim(out, data)
         from transformers import TrainingArguments
 
         last = last_checkpoint(out)
@@ -218,7 +255,8 @@ class HFTrainer:
         tokens = int(hf.state.num_input_tokens_seen or hf.state.global_step * per_step)
         manifest = {
             "trainer": self.name, "run_id": self.run_id, "label": c.label or self.run_id, "config_hash": c.config_hash(),
-            "data_hash": data.data_hash, "base_model": self.base_name, "parameters": params, "seq_len": data.seq_len,
+            "data_hash": data.data_hash, "base_model": self.base_name, "base_model_gguf": self.base_gguf(),
+            "parameters": params, "seq_len": data.seq_len,
             "tokens": {"trained": tokens, "data": data.info.get("tokens"), "eval": data.info.get("eval_tokens")},
             "steps": hf.state.global_step, "train_loss": last_of.get("train"), "eval_loss": last_of.get("eval"),
             "resumed_from_step": int(Path(last).name.split("-")[-1]) if last else None, "seconds": round(seconds, 2),
@@ -235,16 +273,30 @@ class HFTrainer:
                     shutil.rmtree(ckpt, ignore_errors=True)
         return self._result(manifest, skipped=False)
 
-    def _claim(self, out: Path) -> None:
-        """Refuse to resume checkpoints that another config wrote into the same output_dir."""
+    def _claim(self, out: Path, data: DataBundle) -> None:
+        """Refuse to resume checkpoints that another config, or the same config on other data, wrote into output_dir."""
         mark = out / RUN_MARK
         if mark.exists():
-            owner = json.loads(mark.read_text()).get("config_hash")
-            if owner != self.config.config_hash():
+            owner = json.loads(mark.read_text())
+            if owner.get("config_hash") != self.config.config_hash():
                 raise ConfigError(f"output_dir: {out} holds checkpoints of a different config; choose another output_dir "
                                   "or pass --fresh to discard them")
+            if owner.get("data_hash") != data.data_hash:  # marks without a data hash predate it: not provably ours
+                raise ConfigError(f"output_dir: {out} holds checkpoints trained on other data (data hash "
+                                  f"{owner.get('data_hash') or 'unrecorded'}, now {data.data_hash}); choose another "
+                                  "output_dir or pass --fresh to discard them")
         out.mkdir(parents=True, exist_ok=True)
-        mark.write_text(json.dumps({"config_hash": self.config.config_hash(), "run_id": self.run_id}))
+        mark.write_text(json.dumps({"config_hash": self.config.config_hash(), "data_hash": data.data_hash,
+                                    "run_id": self.run_id}))
+
+    def base_gguf(self) -> str | None:
+        """The GGUF file the base model was dequantized from (its weights carry the quantization error), if any."""
+        b = self.config.base_model
+        if isinstance(b, ScratchModel):
+            return None
+        from ctxbench.harness.core.models import resolve
+
+        return resolve(b).gguf_file
 
     def _record(self, data: DataBundle, params: int) -> dict[str, Any]:
         from ctxbench.harness.core.provenance import versions
@@ -253,7 +305,8 @@ class HFTrainer:
         group = c.group or f"{Path(self.base_name).name} ({params / 1e6:.3g}M)"
         return {
             "run_id": self.run_id, "kind": "train", "trainer": self.name, "label": c.label or self.run_id, "group": group,
-            "created": _now(), "model": str(self.output_dir.resolve()), "base_model": self.base_name, "parameters": params,
+            "created": _now(), "model": str(self.output_dir.resolve()), "base_model": self.base_name,
+            "base_model_gguf": self.base_gguf(), "parameters": params,
             "config": c.model_dump(mode="json"), "config_hash": c.config_hash(), "data_hash": data.data_hash,
             "data": data.info, "seq_len": data.seq_len, "status": "running", "versions": versions(), "command": sys.argv,
             "schema_version": 1,

@@ -5,15 +5,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ctxbench.harness.core.backend import apply_truncation
+from ctxbench.harness.core.backend import apply_truncation, check_window
 from ctxbench.harness.core.errors import ConfigError, OfflineError
 from ctxbench.harness.core.models import materialize, resolve
-from ctxbench.harness.core.types import Prediction, Request
+from ctxbench.harness.core.types import LogprobRequest, Prediction, Request, TokenLogprobs
 
 
 class HFBackend:
     name = "hf"
-    capabilities = frozenset({"generate", "loglikelihood"})
+    capabilities = frozenset({"generate", "loglikelihood", "prompt_logprobs"})
 
     def __init__(
         self,
@@ -204,6 +204,41 @@ class HFBackend:
                     target = torch.tensor(cont, device=lp.device)
                     greedy = bool((lp.argmax(dim=-1) == target).all())
                     out[j] = (float(lp.gather(1, target[:, None]).sum()), greedy)
+        return out  # type: ignore[return-value]
+
+    def token_logprobs(self, requests: list[LogprobRequest]) -> list[TokenLogprobs]:
+        """log P(ids[i] | ids[:i]) of each window's scored tokens (perplexity), batched as loglikelihood_tokens batches:
+        right-padded windows, longest first, logits only at the positions that predict a scored token, log-softmax
+        in float32 a block of positions at a time."""
+        torch = self._torch
+        for r in requests:
+            check_window(r, self.context_length)
+        order = sorted(range(len(requests)), key=lambda j: -len(requests[j].token_ids))
+        out: list[TokenLogprobs | None] = [None] * len(requests)
+        pad = self.tokenizer.pad_token_id
+        for b in range(0, len(order), self.batch_size):
+            batch = [requests[j] for j in order[b: b + self.batch_size]]
+            width = len(batch[0].token_ids)
+            ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, r in enumerate(batch):
+                ids[row, : len(r.token_ids)] = torch.tensor(r.token_ids, dtype=torch.long)
+                mask[row, : len(r.token_ids)] = 1
+            keep = sorted(set().union(*(range(r.score_from - 1, len(r.token_ids) - 1) for r in batch)))
+            start = time.perf_counter()
+            logits, col = self._logits_at(ids.to(self.device), mask.to(self.device), keep)
+            rows = []
+            for row, r in enumerate(batch):
+                cols = [col[p] for p in range(r.score_from - 1, len(r.token_ids) - 1)]
+                target = torch.tensor(r.token_ids[r.score_from:], device=logits.device)
+                values: list[float] = []
+                for at in range(0, len(cols), 1024):
+                    lp = torch.log_softmax(logits[row, cols[at: at + 1024]].float(), dim=-1)
+                    values += lp.gather(1, target[at: at + 1024, None]).squeeze(1).tolist()
+                rows.append(values)
+            seconds = (time.perf_counter() - start) / len(batch)
+            for j, r, values in zip(order[b: b + self.batch_size], batch, rows):
+                out[j] = TokenLogprobs(r.sample_id, tuple(values), seconds)
         return out  # type: ignore[return-value]
 
     def _logits_at(self, ids, mask, positions: list[int]):

@@ -45,11 +45,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxbench.harness.backends.args import OpenAIArgs
-from ctxbench.harness.core.backend import apply_truncation, parse_backend_args
+from ctxbench.harness.core.backend import apply_truncation, check_window, parse_backend_args
 from ctxbench.harness.core.errors import ConfigError, CtxbenchError, PromptTooLongError
 from ctxbench.harness.core.redact import redact, url_secrets
 from ctxbench.harness.core.registry import register
-from ctxbench.harness.core.types import Prediction, Request
+from ctxbench.harness.core.types import LogprobRequest, Prediction, Request, TokenLogprobs
 
 APIS = ("completions", "chat")
 PREFILL_MODES = ("auto", "continue", "user")
@@ -137,7 +137,8 @@ class OpenAIBackend:
         self.served_model = a.served_model or model
         self.base_url = a.base_url.rstrip("/")
         self.api = a.api
-        self.capabilities = frozenset({"generate", "chat"} if a.api == "chat" else {"generate"})
+        # prompt logprobs come from completions with echo + logprobs, which vLLM and SGLang serve
+        self.capabilities = frozenset({"generate", "chat"} if a.api == "chat" else {"generate", "prompt_logprobs"})
         self.truncation = truncation
         self.concurrency, self.timeout, self.connect_timeout = a.concurrency, a.timeout, a.connect_timeout
         self.max_retries, self.backoff, self.backoff_max, self.rpm = a.max_retries, a.backoff, a.backoff_max, a.rpm
@@ -545,6 +546,40 @@ class OpenAIBackend:
         if not requests:
             return []
         return self._io.run(self._run(requests))
+
+    # ---------------------------------------------------------------- prompt log-probabilities
+
+    def token_logprobs(self, requests: list[LogprobRequest]) -> list[TokenLogprobs]:
+        """log P(ids[i] | ids[:i]) of each window's scored tokens: POST /completions with the token ids as the prompt,
+        echo=true, logprobs=1 and one generated token (discarded); the echoed prompt's token_logprobs are read back
+        (OpenAI's legacy completions format: null for the first token). A server that echoes no prompt logprobs
+        fails that window with an error naming the fix; transport failures are retried as generation's are."""
+        for r in requests:
+            check_window(r, self.context_length)
+        if not requests:
+            return []
+        return self._io.run(self._logprobs_all(requests))
+
+    async def _logprobs_all(self, requests: list[LogprobRequest]) -> list[TokenLogprobs]:
+        return list(await asyncio.gather(*(self._logprobs_one(r) for r in requests)))
+
+    async def _logprobs_one(self, r: LogprobRequest) -> TokenLogprobs:
+        body = {"model": self.served_model, "prompt": list(r.token_ids), "max_tokens": 1, "temperature": 0, "echo": True,
+                "logprobs": 1, "stream": False, **self.extra_body}
+        start = time.perf_counter()
+        try:
+            data = await self._call(f"{self.base_url}/completions", body)
+        except (_Fail, _Retry) as e:
+            return TokenLogprobs(r.sample_id, (), time.perf_counter() - start, error=str(e))
+        seconds = time.perf_counter() - start
+        try:
+            found = data["choices"][0]["logprobs"]["token_logprobs"]
+        except (KeyError, IndexError, TypeError):
+            found = None
+        if not isinstance(found, list) or len(found) < len(r.token_ids):
+            return TokenLogprobs(r.sample_id, (), seconds, error="no prompt logprobs: the server must echo the prompt's "
+                                 "token_logprobs for completions with echo=true and logprobs (vLLM and SGLang do)")
+        return TokenLogprobs(r.sample_id, tuple(float(x) for x in found[r.score_from: len(r.token_ids)]), seconds)
 
 
 async def _done(p: Prediction) -> Prediction:

@@ -38,10 +38,10 @@ from typing import Any
 
 from ctxbench.harness.backends.args import VLLMArgs
 from ctxbench.harness.backends.ordering import prefix_order, split_balanced
-from ctxbench.harness.core.backend import apply_truncation, parse_backend_args
+from ctxbench.harness.core.backend import apply_truncation, check_window, parse_backend_args
 from ctxbench.harness.core.errors import ConfigError, OfflineError
 from ctxbench.harness.core.registry import register
-from ctxbench.harness.core.types import Prediction, Request
+from ctxbench.harness.core.types import LogprobRequest, Prediction, Request, TokenLogprobs
 
 INSTALL_HINT = "backend vllm needs the vllm extra: pip install 'ctxbench[vllm]' (CUDA GPUs only)"
 
@@ -191,7 +191,7 @@ def _dp_worker(conn, engine_kwargs: dict, devices: str) -> None:
 
 class VLLMBackend:
     name = "vllm"
-    capabilities = frozenset({"generate"})
+    capabilities = frozenset({"generate", "prompt_logprobs"})
 
     def __init__(
         self,
@@ -373,3 +373,33 @@ class VLLMBackend:
             text = self.tokenizer.decode(toks[:n], skip_special_tokens=True)
             preds.append(Prediction(r.sample_id, text, len(ids[i]), n, seconds / len(requests), truncated_tokens=cut[i]))
         return preds
+
+    def token_logprobs(self, requests: list[LogprobRequest]) -> list[TokenLogprobs]:
+        """log P(ids[i] | ids[:i]) of each window's scored tokens, from vLLM's prompt_logprobs (one generated token,
+        discarded). vLLM always includes the prompt token itself among a position's logprobs, ranked or not."""
+        if self.dp != 1:
+            raise ConfigError("backend_args.data_parallel_size: prompt log-probabilities run on one engine; use 1 "
+                              "(or split the suite with --shard i/n)")
+        for r in requests:
+            check_window(r, self.context_length)
+        if not requests:
+            return []
+        params = self.vllm.SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=1, detokenize=False)
+        start = time.perf_counter()
+        outputs = self.llm.generate([_tokens_prompt(self.vllm, list(r.token_ids)) for r in requests],
+                                    [params] * len(requests), use_tqdm=False)
+        seconds = (time.perf_counter() - start) / len(requests)
+        out = []
+        for r, o in zip(requests, outputs):
+            plp = getattr(o, "prompt_logprobs", None)
+            if plp is None or len(plp) < len(r.token_ids):
+                raise RuntimeError(f"{r.sample_id}: vLLM returned no prompt logprobs for the window")
+            values = tuple(_prompt_logprob(plp[i], r.token_ids[i]) for i in range(r.score_from, len(r.token_ids)))
+            out.append(TokenLogprobs(r.sample_id, values, seconds))
+        return out
+
+
+def _prompt_logprob(entry: Any, token: int) -> float:
+    """The log-probability of `token` at one position of vLLM's prompt_logprobs ({token id: Logprob})."""
+    value = entry[token]
+    return float(getattr(value, "logprob", value))

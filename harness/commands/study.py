@@ -1,4 +1,4 @@
-"""`ctxbench study configs/studies/NAME.yaml`: packing methods head to head (synthesize, train, score, report)."""
+"""`ctxbench study configs/studies/NAME.yaml`: methods head to head (data, training, scoring, report), with seeds."""
 
 from __future__ import annotations
 
@@ -18,44 +18,31 @@ def study(
     check: bool = typer.Option(False, help="only validate the study config (methods, trainer settings, suite) and exit"),
 ):
     """Run a study; rerunning resumes, skipping every finished step."""
-    from ctxbench.harness.study import load_study, run_study
+    from ctxbench.harness.studies import load_study, run_study
 
     s = load_study(config)
     if out_dir is not None:
         s = s.model_copy(update={"out_dir": str(out_dir)})
     if check:
-        out.print(f"{config}: valid; {len(s.methods)} methods ({', '.join(m.label for m in s.methods)}), "
-                  f"baseline {s.baseline}, output {s.root()}")
+        out.print(f"{config}: valid; {len(s.methods)} methods ({', '.join(m.name for m in s.methods)}) × "
+                  f"{len(s.seeds)} seeds, reference {s.reference}, output {s.root()}")
         return
     start = time.perf_counter()
     result = run_study(s, console=err, data_dir=_data_dir(data_dir))
     if result is None:  # a torchrun rank other than 0: trained its share; rank 0 scores and reports
         return
-    out.print(_table(s, result))
-    out.print(f"summary: {result.summary}; report: {result.report.markdown} and {result.report.html} "
-              f"({time.perf_counter() - start:.0f}s)")
+    out.print(_verdicts(result))
+    out.print(f"report: {result.summary} and {result.html} ({time.perf_counter() - start:.0f}s)")
 
 
-def _table(s, result):
-    """Per method: losses, overall score per length with CIs, and the paired delta against the baseline."""
+def _verdicts(result) -> str:
+    """The report's verdicts section, as printed text."""
     import json
 
-    from rich.table import Table
-
-    from ctxbench.leaderboard.tables import ci_text, comparison_text
-
-    res = json.loads(result.report.json.read_text())
-    deltas = {c["model_a"]: c for c in res["comparisons"]}
-    table = Table(title=f"study {s.name} (scores ×100, 95% CIs)")
-    for col in ("method", "train loss", "val loss", "score by length", f"Δ vs {s.baseline}"):
-        table.add_column(col)
-    for m in result.methods:
-        by_len = "\n".join(f"{x['length']}: {ci_text(x)}" for x in res["lengths"] if x["model"] == m.name)
-        d = deltas.get(m.name)
-        delta = comparison_text(d) if d else "baseline"
-        loss = [f"{v:.3f}" if v is not None else "—" for v in (m.train_loss, m.eval_loss)]
-        table.add_row(m.name, *loss, by_len, delta)
-    return table
+    res = json.loads(result.json.read_text())
+    lines = [f"{c['measure']}: {c['a']} − {c['b']} = {c['diff']:+.4f}, p = {c['p_adjusted']:.3g} (Holm), {c['method']}"
+             for c in res["comparisons"]]
+    return "\n".join(lines) or "no comparisons"
 
 
 def register(app: typer.Typer) -> None:

@@ -4,7 +4,8 @@ A backend declares what it can do in `capabilities`; callers check the declarati
 - "generate": `generate(requests) -> predictions` (every backend);
 - "loglikelihood": `loglikelihood(pairs)` and `loglikelihood_rolling(texts)`, as lm-eval's LM needs;
 - "chat": it sends the user text as a chat message (Request.user_text, answer_prefix) rather than the raw prompt;
-- "prompt_logprobs": `token_logprobs(...)` per prompt token (perplexity).
+- "prompt_logprobs": `token_logprobs(requests: list[LogprobRequest]) -> list[TokenLogprobs]`: the log-probability
+  of every scored token of a window given the tokens before it (perplexity, tasks/ppl.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ctxbench.harness.core.errors import ConfigError, PromptTooLongError
-from ctxbench.harness.core.types import Prediction, Request
+from ctxbench.harness.core.types import LogprobRequest, Prediction, Request
 
 GENERATE, LOGLIKELIHOOD, CHAT, PROMPT_LOGPROBS = "generate", "loglikelihood", "chat", "prompt_logprobs"
 
@@ -69,3 +70,13 @@ def parse_backend_args(model: Any, args: dict[str, Any], *, backend: str) -> Any
         shown = repr(got) if len(repr(got)) <= 60 else repr(got)[:57] + "..."
         raise ConfigError(f"backend_args.{key}: {first['msg'].removeprefix('Value error, ')} (got {shown}); "
                           f"valid keys of backend {backend}: {valid}") from None
+
+
+def check_window(r: LogprobRequest, context_length: int) -> None:
+    """A log-probability window must fit the model whole (it is never cut) and score at least one token."""
+    n = len(r.token_ids)
+    if n > context_length:
+        raise PromptTooLongError(f"{r.sample_id}: a window of {n} tokens exceeds the model's context of {context_length}; "
+                                 "use shorter lengths")
+    if not 1 <= r.score_from < n:
+        raise ValueError(f"{r.sample_id}: score_from {r.score_from} must lie in [1, {n})")

@@ -86,6 +86,25 @@ class Prediction:
 
 
 @dataclass(frozen=True)
+class LogprobRequest:
+    """One window of a document for a log-likelihood backend: score ids[score_from:] given what precedes them."""
+
+    sample_id: str
+    token_ids: tuple[int, ...]  # the whole window the model sees (at most its context length)
+    score_from: int = 1  # first position whose token is scored (>= 1: position 0 has no context)
+
+
+@dataclass(frozen=True)
+class TokenLogprobs:
+    """log P(token_ids[i] | token_ids[:i]) for i in score_from..len-1, or an error that a rerun retries."""
+
+    sample_id: str
+    logprobs: tuple[float, ...]
+    seconds: float
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class RunRecord:
     """Everything needed to reproduce a run."""
 
@@ -109,3 +128,5 @@ class RunRecord:
     plan: dict[str, dict[str, int]] = field(default_factory=dict)  # task -> {length: planned samples}; the board's denominator
     external: list[str] = field(default_factory=list)  # tasks another harness drives (lm-eval): their size is known only after
     sessions: list[dict[str, Any]] = field(default_factory=list)  # one entry per invocation that wrote rows (resumes, shards)
+    # A checkpoint ctxbench trained: its ctxbench_manifest.json's run id, config and data hashes, trainer and base model
+    training: dict[str, Any] = field(default_factory=dict)

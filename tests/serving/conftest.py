@@ -228,7 +228,8 @@ class StubOpenAI:
     """
 
     def __init__(self, tokenizer, *, model: str = "stub", context: int = 0, accept_continue: bool = True,
-                 tokenize: bool = True, reply: str = " 42"):
+                 tokenize: bool = True, reply: str = " 42", echo_logprobs: bool = True):
+        self.echo_logprobs = echo_logprobs  # completions with echo + logprobs return the prompt's (vLLM does)
         self.tokenizer, self.model, self.context = tokenizer, model, context
         self.accept_continue, self.tokenize, self.reply = accept_continue, tokenize, reply
         self.script: list[int] = []
@@ -285,6 +286,9 @@ class StubOpenAI:
                     choice = {"index": 0, "message": {"role": "assistant", "content": stub.reply}, "finish_reason": "stop"}
                 else:
                     choice = {"index": 0, "text": stub.reply, "finish_reason": "stop"}
+                    if body.get("echo") and body.get("logprobs") is not None and stub.echo_logprobs:
+                        ids = body["prompt"]  # token ids: the legacy format's token_logprobs, null first, then the reply's
+                        choice["logprobs"] = {"token_logprobs": [None] + [stub.logprob(p, t) for p, t in zip(ids, ids[1:])] + [-1.0]}
                 self._send(200, {"choices": [choice], "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -293,6 +297,11 @@ class StubOpenAI:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
+
+    @staticmethod
+    def logprob(previous: int, token: int) -> float:
+        """The stub's log-probability of a prompt token after another (a fixed function of the pair)."""
+        return -((previous * 5 + token) % 13) / 4 - 0.05
 
     def posts(self, suffix: str) -> list[dict]:
         return [b for path, b in self.bodies if path.endswith(suffix)]

@@ -219,3 +219,48 @@ def test_bad_arguments_name_the_field(stub_server):
         backend(stub, temperature=0.7)
     with pytest.raises(ConfigError, match="backend_args.tokenizer"):
         OpenAIBackend(model="gpt-nonexistent-model", base_url=stub.url)
+
+
+
+def test_token_logprobs_read_the_echoed_prompt(stub_server):
+    from ctxbench.harness.core.types import LogprobRequest
+
+    stub = stub_server()
+    b = backend(stub, context_length=64)
+    assert "prompt_logprobs" in b.capabilities and "prompt_logprobs" not in backend(stub_server(), api="chat").capabilities
+    reqs = [LogprobRequest("d@32#0/w0", tuple(range(300, 332)), 1), LogprobRequest("d@32#0/w1", tuple(range(400, 432)), 20)]
+    out = b.token_logprobs(reqs)
+    bodies = stub.posts("/completions")
+    assert sorted(tuple(x["prompt"]) for x in bodies) == sorted(r.token_ids for r in reqs)
+    assert all(x["echo"] is True and x["logprobs"] == 1 and x["max_tokens"] == 1 and x["temperature"] == 0 for x in bodies)
+    for r, res in zip(reqs, out):
+        ids = r.token_ids
+        assert res.sample_id == r.sample_id and res.error is None
+        assert res.logprobs == pytest.approx([stub.logprob(ids[i - 1], ids[i]) for i in range(r.score_from, len(ids))])
+    with pytest.raises(PromptTooLongError):
+        b.token_logprobs([LogprobRequest("long", tuple(range(65)), 1)])
+
+
+def test_a_server_without_prompt_logprobs_fails_the_window_with_the_fix(stub_server):
+    from ctxbench.harness.core.types import LogprobRequest
+
+    (res,) = backend(stub_server(echo_logprobs=False)).token_logprobs([LogprobRequest("x", (5, 6, 7), 1)])
+    assert res.logprobs == () and "no prompt logprobs" in res.error and "echo=true" in res.error
+
+
+def test_perplexity_runs_through_an_openai_compatible_server(stub_server, tmp_path, smol_tokenizer):
+    import json as _json
+
+    from ctxbench.harness.core.config import Suite
+    from ctxbench.harness.runner import RunPlan, run
+
+    text = "The quick brown fox jumps over the lazy dog. " * 20
+    docs = tmp_path / "d.jsonl"
+    docs.write_text(_json.dumps({"id": "a", "text": text}) + "\n")
+    stub = stub_server()
+    suite = Suite(name="p", lengths=[64], samples=1, tasks=[{"task": "ppl/full", "args": {"path": str(docs), "min_tokens": 64}}])
+    args = {"served_model": "stub", "base_url": stub.url, "backoff": 0.01, "context_length": 128}
+    (row,) = run(RunPlan(suite, "smollm2-135m", "openai", args, tmp_path / "runs")).store.latest().values()
+    ids = [smol_tokenizer.bos_token_id] + smol_tokenizer(text, add_special_tokens=False)["input_ids"][:63]
+    assert row["error"] is None and row["tokens"] == 63
+    assert row["nll"] == pytest.approx(-sum(stub.logprob(p, t) for p, t in zip(ids, ids[1:])))

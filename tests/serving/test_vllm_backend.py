@@ -30,8 +30,20 @@ class FakeLLM:
     def generate(self, prompts, params, use_tqdm=True):
         self.calls.append((prompts, params))
         return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=(list(p["prompt_token_ids"][-3:]) + [EOS])[: sp.max_tokens],
-                                                         finish_reason="stop")], num_cached_tokens=5)
+                                                         finish_reason="stop")], num_cached_tokens=5,
+                                prompt_logprobs=fake_prompt_logprobs(p["prompt_token_ids"]) if getattr(sp, "prompt_logprobs", None)
+                                else None)
                 for p, sp in zip(prompts, params)]
+
+
+def fake_logprob(previous: int, token: int) -> float:
+    return -((previous * 7 + token) % 11) / 3 - 0.1
+
+
+def fake_prompt_logprobs(ids):
+    """vLLM's shape: None for the first token, then {token id: Logprob} holding the prompt token and a top-1 other."""
+    return [None] + [{t: SimpleNamespace(logprob=fake_logprob(p, t), rank=2), t + 1: SimpleNamespace(logprob=-0.01, rank=1)}
+                     for p, t in zip(ids, ids[1:])]
 
 
 class FakeSamplingParams:
@@ -181,3 +193,35 @@ def test_vllm_end_to_end_on_gpu(smol_tokenizer, data_dir):
     assert sum(any(a in p.text for a in s.answers) for s, p in zip(samples, preds)) >= 2, [p.text for p in preds]
     b.generate(reqs)  # the same prompts again: the prefix cache serves them
     assert b.last_cached_tokens > 0
+
+
+def test_token_logprobs_come_from_prompt_logprobs(fake_vllm):
+    from ctxbench.harness.backends.vllm_engine import VLLMBackend
+    from ctxbench.harness.core.types import LogprobRequest
+
+    b = VLLMBackend(model="smollm2-135m", max_model_len=64)
+    assert "prompt_logprobs" in b.capabilities
+    reqs = [LogprobRequest("d@32#0/w0", tuple(range(100, 132)), 1), LogprobRequest("d@32#0/w1", tuple(range(140, 172)), 16)]
+    out = b.token_logprobs(reqs)
+    (llm,) = FakeLLM.instances
+    (prompts, params), = llm.calls
+    assert [p["prompt_token_ids"] for p in prompts] == [list(r.token_ids) for r in reqs]  # exact ids, in order
+    assert all(sp.prompt_logprobs == 1 and sp.max_tokens == 1 and sp.temperature == 0.0 for sp in params)
+    for r, res in zip(reqs, out):
+        ids = r.token_ids
+        assert res.sample_id == r.sample_id and res.error is None
+        assert res.logprobs == pytest.approx([fake_logprob(ids[i - 1], ids[i]) for i in range(r.score_from, len(ids))])
+    with pytest.raises(PromptTooLongError, match="exceeds the model's context of 64"):
+        b.token_logprobs([LogprobRequest("long", tuple(range(65)), 1)])
+    with pytest.raises(ValueError, match="score_from"):
+        b.token_logprobs([LogprobRequest("bad", (1, 2, 3), 3)])
+
+
+def test_token_logprobs_refuse_data_parallel_engines(fake_vllm, monkeypatch):
+    from ctxbench.harness.backends.vllm_engine import VLLMBackend
+    from ctxbench.harness.core.types import LogprobRequest
+
+    b = VLLMBackend.__new__(VLLMBackend)  # the refusal comes before any engine is touched
+    b.dp = 2
+    with pytest.raises(ConfigError, match="data_parallel_size: prompt log-probabilities run on one engine"):
+        b.token_logprobs([LogprobRequest("x", (1, 2, 3), 1)])

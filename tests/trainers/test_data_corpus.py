@@ -110,3 +110,24 @@ def test_repo_field_prefixes_paths_and_bad_json_is_one_line(tmp_path, cache, smo
     f.write_text(f.read_text() + "{not json\n")
     with pytest.raises(ConfigError, match="code.jsonl:3 is not valid JSON"):
         load_corpus(CorpusConfig(path=str(f), text_field="content"), smol_tokenizer, cache_root=cache)
+
+
+def test_documents_keep_their_ids_and_exclude_ids_leaves_them_out(tmp_path, cache, smol_tokenizer):
+    recs = [{"text": f"document number {i} " * (3 + i), "key": f"k{i}"} for i in range(5)]
+    f = tmp_path / "c.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    plain = load_corpus(CorpusConfig(path=str(f)), smol_tokenizer, cache_root=cache)
+    assert plain.doc_ids() == [f"c.jsonl:{i + 1}" for i in range(5)]  # file:line by default
+    keyed = load_corpus(CorpusConfig(path=str(f), id_field="key", max_doc_tokens=16), smol_tokenizer, cache_root=cache)
+    assert len(keyed) > 5 and sorted(set(keyed.doc_ids())) == [f"k{i}" for i in range(5)]  # pieces share their id
+    held = tmp_path / "held.txt"
+    held.write_text("k1\nk3\n")
+    train = load_corpus(CorpusConfig(path=str(f), id_field="key", exclude_ids=str(held)), smol_tokenizer, cache_root=cache)
+    assert train.doc_ids() == ["k0", "k2", "k4"] and _texts(train) == [recs[i]["text"] for i in (0, 2, 4)]
+    held.write_text("k0\n")  # another split is another corpus (another cache)
+    other = load_corpus(CorpusConfig(path=str(f), id_field="key", exclude_ids=str(held)), smol_tokenizer, cache_root=cache)
+    assert other.dir != train.dir and other.doc_ids() == ["k1", "k2", "k3", "k4"]
+    repo = load_corpus(CorpusConfig(path=str(STDLIB / "json")), smol_tokenizer, cache_root=cache)
+    assert repo.doc_ids() == repo.paths()  # directory corpora: the relative path
+    with pytest.raises(ConfigError, match="id_field"):
+        load_corpus(CorpusConfig(path=str(f), id_field="nope"), smol_tokenizer, cache_root=cache)

@@ -49,11 +49,12 @@ def test_bad_config_is_one_line(tmp_path, raw, where, hint):
 
 
 def test_every_config_field_has_help():
-    from ctxbench.harness.study import EvalSpec, MethodSpec, StudyConfig
+    from ctxbench.harness.studies import EvalSpec, MethodSpec, PerplexitySpec, StatsSpec, StudyConfig
     from ctxbench.trainers.base import RopeSpec, ScratchModel
-    from ctxbench.trainers.cpt import CPTData
+    from ctxbench.trainers.cpt import CPTData, CPTStudyData
 
-    for cls in (CPTConfig, CPTData, RopeSpec, ScratchModel, StudyConfig, MethodSpec, EvalSpec):
+    for cls in (CPTConfig, CPTData, CPTStudyData, RopeSpec, ScratchModel, StudyConfig, MethodSpec, EvalSpec, PerplexitySpec,
+                StatsSpec):
         missing = [name for name, f in cls.model_fields.items() if not f.description]
         assert not missing, f"{cls.__name__}: {missing}"
 
@@ -76,15 +77,15 @@ def test_rope_theta_and_scaling_go_into_rope_parameters():
 def test_deepspeed_presets_reach_training_arguments():
     from ctxbench.trainers.base import DataBundle
 
-    for preset in ("zero3", "zero3_offload"):
-        cfg = CPTConfig(**{**TINY, "deepspeed": preset, "gradient_checkpointing": True, "max_steps": 10})
+    for preset in ("zero3", "zero3_offload"):  # output_dir given: the default one is named by the run id, which hashes the data
+        cfg = CPTConfig(**{**TINY, "output_dir": "o", "deepspeed": preset, "gradient_checkpointing": True, "max_steps": 10})
         kw = CPTTrainer(cfg).training_arguments(DataBundle(list(range(8)), None, "h", 128, 128))
         ds = json.loads(Path(kw["deepspeed"]).read_text())
         assert ds["zero_optimization"]["stage"] == 3 and kw["activation_checkpointing"] is True
         assert ds["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True
     assert "offload_optimizer" in ds["zero_optimization"]
     with pytest.raises(ConfigError, match="deepspeed"):
-        CPTTrainer(CPTConfig(**{**TINY, "deepspeed": "zero9"})).training_arguments(DataBundle([1], None, "h", 8, 8))
+        CPTTrainer(CPTConfig(**{**TINY, "output_dir": "o", "deepspeed": "zero9"})).training_arguments(DataBundle([1], None, "h", 8, 8))
 
 
 def test_loss_log_repairs_torn_lines_and_last_write_wins(tmp_path):

@@ -3,6 +3,10 @@
 Packers never see text: they read one flat int32 token array plus document offsets, so corpora larger
 than RAM stream from disk. The cache is keyed by the corpus identity (paths, sizes, mtimes, reader
 settings) and the tokenizer fingerprint, so a corpus is tokenized once per tokenizer.
+
+Every document has an id (its relative path in a directory corpus, `file:line` or `id_field` in records),
+kept in the cache, so packed data can be traced back to documents and a held-out split (`exclude_ids`)
+stays out of training, checkably.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ SOURCE_EXTS = ("py", "pyi", "c", "h", "cc", "cpp", "hpp", "cu", "java", "js", "t
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".mypy_cache"}
 BATCH_DOCS = 512
 NPY_HEADER = 128  # fixed header size, so shapes can be patched in after streaming
-INGEST_VERSION = 1  # bump when tokenization semantics change (invalidates caches)
+INGEST_VERSION = 2  # bump when tokenization semantics or the cache layout change (invalidates caches); 2: ids.txt
 
 
 class CorpusConfig(BaseModel):
@@ -52,6 +56,10 @@ class CorpusConfig(BaseModel):
     max_file_bytes: int = Field(2_000_000, ge=1, description="directory formats: skip larger files (generated/vendored)")
     max_doc_tokens: int | None = Field(None, ge=16, description="split longer documents into pieces of this many "
                                        "tokens (a view over the cache; path and domain are kept)")
+    id_field: str | None = Field(None, description="jsonl/parquet: field holding a document id; default file:line "
+                                 "(file:row for parquet); directory formats use the relative path")
+    exclude_ids: str | None = Field(None, description="a text file of document ids, one a line, left out of the corpus "
+                                    "(a study's held-out documents)")
 
 
 def _detect(cfg: CorpusConfig) -> str:
@@ -112,8 +120,31 @@ def _domain(cfg: CorpusConfig, rel: str | None, field_value) -> str:
     return Path(parts[-1]).suffix.lstrip(".") or "(none)"
 
 
+def excluded_ids(cfg: CorpusConfig) -> frozenset[str]:
+    """The ids of corpus.exclude_ids (empty without one)."""
+    if not cfg.exclude_ids:
+        return frozenset()
+    p = Path(cfg.exclude_ids).expanduser()
+    if not p.is_file():
+        raise ConfigError(f"corpus.exclude_ids: {cfg.exclude_ids} is not a file of document ids")
+    return frozenset(line for line in p.read_text(encoding="utf-8").split("\n") if line)
+
+
 def iter_documents(cfg: CorpusConfig) -> Iterator[tuple[str, str, str]]:
-    """Yield (text, domain, path) for every document, streamed (one line / batch / file at a time)."""
+    """Yield (text, domain, path) for every document not in exclude_ids, streamed (one line / batch / file at a time)."""
+    for text, domain, path, _ in identified_documents(cfg):
+        yield text, domain, path
+
+
+def identified_documents(cfg: CorpusConfig, *, exclude: bool = True) -> Iterator[tuple[str, str, str, str]]:
+    """Yield (text, domain, path, document id), streamed; documents in exclude_ids are skipped unless exclude=False."""
+    skip = excluded_ids(cfg) if exclude else frozenset()
+    for doc in _iter_all(cfg):
+        if doc[3] not in skip:
+            yield doc
+
+
+def _iter_all(cfg: CorpusConfig) -> Iterator[tuple[str, str, str, str]]:
     fmt, p = _detect(cfg), Path(cfg.path).expanduser().resolve()
     if cfg.domain_from == "field" and not cfg.domain_field:
         raise ConfigError("corpus.domain_from: 'field' needs corpus.domain_field")
@@ -123,7 +154,7 @@ def iter_documents(cfg: CorpusConfig) -> Iterator[tuple[str, str, str]]:
             if b"\0" in raw[:8192]:
                 continue  # binary
             rel = f.resolve().relative_to(p).as_posix()
-            yield raw.decode("utf-8", errors="replace"), _domain(cfg, rel, None), rel
+            yield raw.decode("utf-8", errors="replace"), _domain(cfg, rel, None), rel, rel
     elif fmt == "jsonl":
         for f in _record_files(p, (".jsonl", ".jsonl.gz", ".json", ".ndjson")):
             opener = gzip.open if f.name.endswith(".gz") else open
@@ -136,29 +167,34 @@ def iter_documents(cfg: CorpusConfig) -> Iterator[tuple[str, str, str]]:
                     except json.JSONDecodeError as e:
                         raise ConfigError(f"corpus.path: {f.name}:{lineno} is not valid JSON ({e.msg}); fix or "
                                           "remove that line") from None
-                    yield _from_record(cfg, rec, f"{f.name}:{lineno}")
+                    yield _from_record(cfg, rec, f"{f.name}:{lineno}", f"{f.name}:{lineno}")
     elif fmt == "parquet":
         import pyarrow.parquet as pq
 
-        cols = [c for c in (cfg.text_field, cfg.domain_field, cfg.path_field, cfg.repo_field) if c]
+        cols = [c for c in (cfg.text_field, cfg.domain_field, cfg.path_field, cfg.repo_field, cfg.id_field) if c]
         for f in _record_files(p, (".parquet",)):
             pf = pq.ParquetFile(f)
             missing = [c for c in cols if c not in pf.schema_arrow.names]
             if missing:
-                raise ConfigError(f"corpus.text_field/domain_field/path_field/repo_field: {missing} not in {f.name} columns "
+                raise ConfigError(f"corpus.text_field/domain_field/path_field/repo_field/id_field: {missing} not in {f.name} columns "
                                   f"{pf.schema_arrow.names}")
+            row = 0
             for batch in pf.iter_batches(batch_size=1024, columns=cols):
                 for rec in batch.to_pylist():
-                    yield _from_record(cfg, rec, f.name)
+                    yield _from_record(cfg, rec, f.name, f"{f.name}:{row}")
+                    row += 1
 
 
-def _from_record(cfg: CorpusConfig, rec: dict, where: str) -> tuple[str, str, str]:
+def _from_record(cfg: CorpusConfig, rec: dict, where: str, locator: str) -> tuple[str, str, str, str]:
     if cfg.text_field not in rec:
         raise ConfigError(f"corpus.text_field: {cfg.text_field!r} missing in {where}; keys are {sorted(rec)}")
     path = str(rec.get(cfg.path_field) or "") if cfg.path_field else ""
     if cfg.repo_field and rec.get(cfg.repo_field):
         path = f"{rec[cfg.repo_field]}/{path.lstrip('/')}"
-    return str(rec[cfg.text_field] or ""), _domain(cfg, path or None, rec.get(cfg.domain_field or "")), path
+    if cfg.id_field and rec.get(cfg.id_field) is None:
+        raise ConfigError(f"corpus.id_field: {cfg.id_field!r} missing in {where}; keys are {sorted(rec)}")
+    doc_id = str(rec[cfg.id_field]) if cfg.id_field else locator
+    return str(rec[cfg.text_field] or ""), _domain(cfg, path or None, rec.get(cfg.domain_field or "")), path, doc_id
 
 
 def corpus_identity(cfg: CorpusConfig) -> dict:
@@ -173,7 +209,10 @@ def corpus_identity(cfg: CorpusConfig) -> dict:
         st = f.stat()
         h.update(f"{f.resolve().relative_to(p) if f.resolve() != p else f.name}\t{st.st_size}\t{st.st_mtime_ns}\n".encode())
     settings = cfg.model_dump(exclude={"max_doc_tokens"}, exclude_defaults=True)  # new optional fields keep old keys
-    return {"path": str(p), "format": fmt, "files": len(files), "files_hash": h.hexdigest()[:16], "settings": settings}
+    ident = {"path": str(p), "format": fmt, "files": len(files), "files_hash": h.hexdigest()[:16], "settings": settings}
+    if cfg.exclude_ids:  # the ids themselves, not the file's name: a rewritten split is another corpus
+        ident["excluded"] = hashlib.sha256("\n".join(sorted(excluded_ids(cfg))).encode()).hexdigest()[:16]
+    return ident
 
 
 class _NpyStream:
@@ -223,28 +262,29 @@ def _ingest(cfg: CorpusConfig, tok, out: Path, progress=None) -> None:
     names: dict[str, int] = {}
     total, ndocs, skipped = 0, 0, 0
     backend = _text_encoder(tok)
-    with open(tmp / "paths.txt", "w", encoding="utf-8") as paths:
-        batch: list[tuple[str, str, str]] = []
+    with open(tmp / "paths.txt", "w", encoding="utf-8") as paths, open(tmp / "ids.txt", "w", encoding="utf-8") as ids:
+        batch: list[tuple[str, str, str, str]] = []
 
         def flush():
             nonlocal total, ndocs
-            enc = backend.encode_batch_fast([t for t, _, _ in batch], add_special_tokens=False)
+            enc = backend.encode_batch_fast([t for t, _, _, _ in batch], add_special_tokens=False)
             lens = np.fromiter((len(e.ids) for e in enc), dtype=np.int64, count=len(enc))
             tokens.write(np.concatenate([np.asarray(e.ids, dtype=np.int32) for e in enc]))
             offsets.write(total + np.cumsum(lens))
-            domains.write(np.array([names.setdefault(d, len(names)) for _, d, _ in batch], dtype=np.int32))
-            paths.writelines(p.replace("\n", " ") + "\n" for _, _, p in batch)
+            domains.write(np.array([names.setdefault(d, len(names)) for _, d, _, _ in batch], dtype=np.int32))
+            paths.writelines(p.replace("\n", " ") + "\n" for _, _, p, _ in batch)
+            ids.writelines(i.replace("\n", " ") + "\n" for _, _, _, i in batch)
             total += int(lens.sum())
             ndocs += len(batch)
             batch.clear()
             if progress:
                 progress(ndocs)
 
-        for text, dom, path in iter_documents(cfg):
+        for text, dom, path, doc_id in identified_documents(cfg):
             if not text.strip():
                 skipped += 1
                 continue
-            batch.append((text, dom, path))
+            batch.append((text, dom, path, doc_id))
             if len(batch) >= BATCH_DOCS:
                 flush()
             if cfg.max_docs and ndocs + len(batch) >= cfg.max_docs:
@@ -280,6 +320,7 @@ class TokenCorpus:
         self.domains = np.load(self.dir / "domains.npy")[self.source]
         self.domain_names: list[str] = self.meta["domain_names"]
         self._paths: list[str] | None = None
+        self._ids: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -297,6 +338,13 @@ class TokenCorpus:
             src = (self.dir / "paths.txt").read_text(encoding="utf-8").split("\n")[:-1]
             self._paths = [src[s] for s in self.source]
         return self._paths
+
+    def doc_ids(self) -> list[str]:
+        """The source document id of every (view) document: pieces of one document share its id."""
+        if self._ids is None:
+            src = (self.dir / "ids.txt").read_text(encoding="utf-8").split("\n")[:-1]
+            self._ids = [src[s] for s in self.source]
+        return self._ids
 
     def texts(self, ids, max_tokens: int | None = None) -> list[str]:
         """Decode documents back to text (byte-level BPE round-trips), e.g. for embedders and RAKE."""

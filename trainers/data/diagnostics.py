@@ -7,6 +7,11 @@ mean and std over sampled sequences), mean pairwise similarity of the documents 
 (Quest Figure 7; TF-IDF cosine over token ids by default, all-MiniLM-L6-v2 cosine with embed='minilm'),
 and duplicate rates. Documents are recovered by splitting sequences at the BOS/EOS separators
 (documents never contain them: ingestion encodes special-token text as text).
+
+duplicate_rate counts documents placed more than once: a document that concatenate-and-chunk packing
+continues across a sequence boundary is one placement, not a duplicate (the side files record which
+sequences start with such a continuation; older packings without that record are read by the rule
+"the first document of a sequence continues the last document of the previous sequence of its source").
 """
 
 from __future__ import annotations
@@ -103,18 +108,23 @@ def inspect(out_dir: str | Path, *, sample: int = 256, seed: int = 0, embed: str
     per: dict[int, dict[str, Any]] = {}
     seq_index: list[tuple[int, int, int]] = []  # (shard, row, source)
     hashes: dict[int, Counter] = {}
+    last_doc: dict[int, int] = {}  # source -> last document of its previous sequence (older side files)
     for si, shard in enumerate(m.shards):
         side = np.load(out / shard.replace(".npy", ".docs.npz"))
         offs, ids, doms, src = side["offsets"], side["doc_ids"], side["domains"], side["source"]
+        cont = side["continued"] if "continued" in side.files else None
         arr = np.load(out / shard, mmap_mode="r")
         for r in range(len(src)):
             s = int(src[r])
             p = per.setdefault(s, {"sequences": 0, "docs": [], "doc_ids": [], "domains": Counter(), "within_dups": 0,
                                    "doms_per_seq": []})
             d = ids[offs[r]:offs[r + 1]]
+            continues = bool(cont[r]) if cont is not None else (len(d) > 0 and last_doc.get(s) == int(d[0]))
+            if len(d):
+                last_doc[s] = int(d[-1])
             p["sequences"] += 1
             p["docs"].append(len(d))
-            p["doc_ids"].append(d)
+            p["doc_ids"].append(d[1:] if continues else d)  # placements: a continuation is not a new one
             p["within_dups"] += len(d) - len(np.unique(d))
             p["domains"].update(doms[offs[r]:offs[r + 1]].tolist())
             p["doms_per_seq"].append(len(np.unique(doms[offs[r]:offs[r + 1]])))

@@ -111,9 +111,14 @@ class DocStream:
 
 
 class Packer:
-    """Base: next() returns (sequence, doc ids in it); state()/load_state() make it resumable."""
+    """Base: next() returns (sequence, doc ids in it); state()/load_state() make it resumable.
+
+    `continued` says whether the last sequence began with the rest of a document cut off in an earlier one
+    (carry-over packers); that document id is then a continuation, not a second placement.
+    """
 
     name = "packer"
+    continued = False
 
     def __init__(self, framer: Framer, seed: int):
         self.framer, self.seed = framer, seed
@@ -153,6 +158,7 @@ class StreamPacker(Packer):
 
     def next(self) -> tuple[np.ndarray, list[int]]:
         buf = np.empty(self.framer.seq_len, dtype=np.int32)
+        self.continued = self.stream.offset > 0
         docs = self.stream.fill(self.framer, buf)
         if not self.carry_over and self.stream.offset:
             self.truncated += self.framer.framed_len(docs[-1]) - self.stream.offset
@@ -196,6 +202,7 @@ class WithinDomainPacker(Packer):
         i = int(self.rng.choice(len(self.codes), p=self.p))
         s = self.streams[i]
         buf = np.empty(self.framer.seq_len, dtype=np.int32)
+        self.continued = s.offset > 0
         docs = s.fill(self.framer, buf)
         if not self.carry_over and s.offset:
             self.truncated += self.framer.framed_len(docs[-1]) - s.offset
@@ -232,7 +239,12 @@ class Mixer(Packer):
     def next(self) -> tuple[np.ndarray, list[int]]:
         src = self.next_source()
         self.i += 1
-        return (self.standard if src else self.main).next()
+        self.last = self.standard if src else self.main
+        return self.last.next()
+
+    @property
+    def continued(self) -> bool:
+        return bool(getattr(self, "last", None) and self.last.continued)
 
     def state(self) -> dict[str, Any]:
         return {"i": self.i, "main": self.main.state(), "standard": self.standard.state()}

@@ -3,8 +3,8 @@
 After every shard the packer's full state is saved (state-NNNNN.npz, NNNNN = shards done) before the
 manifest lists the shard, so a run killed at any point resumes from the last listed shard and produces
 byte-identical shards to an uninterrupted run; files past the manifest are discarded on resume.
-Each shard has a side file (shard-NNNNN.docs.npz: per-sequence document ids, domains and source) that
-`ctxbench data inspect` reads.
+Each shard has a side file (shard-NNNNN.docs.npz: per-sequence document ids, domains, source, and whether
+the sequence starts with the rest of a document cut off before) that `ctxbench data inspect` reads.
 """
 
 from __future__ import annotations
@@ -156,6 +156,7 @@ def synthesize(config: SynthesisConfig, *, progress: Callable[[int, int], None] 
                            "separators": {"bos": bos, "eos": eos}, "target_sequences": total})
     seqs_docs: list[list[int]] = []
     sources: list[int] = []
+    continued: list[bool] = []
     timing = manifest.stats.setdefault("timing", {"pack_seconds": 0.0})
     timing.update({"load_corpus_seconds": round(t_corpus - t0, 3), "prepare_seconds": round(t_prepared - t_corpus, 3)})
     t_last = time.perf_counter()
@@ -171,7 +172,7 @@ def synthesize(config: SynthesisConfig, *, progress: Callable[[int, int], None] 
         dom[~own] = mix.domains[ids[~own]] + mix_offset
         atomic_write(out / f"shard-{n:05d}.docs.npz", lambda f: np.savez(
             f, offsets=np.concatenate([[0], np.cumsum(lens)]), doc_ids=ids.astype(np.int32), domains=dom,
-            source=np.array(sources, dtype=np.int8)))
+            source=np.array(sources, dtype=np.int8), continued=np.array(continued, dtype=bool)))
         save_state(out / f"state-{n + 1:05d}.npz", packer.state())
         now = time.perf_counter()
         timing["pack_seconds"] = round(timing["pack_seconds"] + now - t_last, 3)
@@ -179,6 +180,7 @@ def synthesize(config: SynthesisConfig, *, progress: Callable[[int, int], None] 
         manifest.stats["methods"] = packer.summary() if isinstance(packer, Mixer) else {packer.name: packer.summary()}
         seqs_docs.clear()
         sources.clear()
+        continued.clear()
 
     writer = _Writer(out, manifest, shard_size, before_listing)
     while manifest.num_sequences + len(writer.buffer) < total:
@@ -186,6 +188,7 @@ def synthesize(config: SynthesisConfig, *, progress: Callable[[int, int], None] 
         seq, docs = packer.next()
         seqs_docs.append(docs)
         sources.append(src)
+        continued.append(packer.continued)
         before = len(manifest.shards)
         writer.add(seq)
         if len(manifest.shards) > before:
@@ -203,3 +206,22 @@ def _listed(out: Path, n: int, progress, manifest: Manifest, seq_len: int, total
         old.unlink()
     if progress:
         progress(manifest.tokens, total * seq_len)
+
+
+
+def packed_document_ids(out_dir: str | Path) -> frozenset[str]:
+    """The ids of the corpus documents a packing placed (its side files index the corpus view it packed)."""
+    from ctxbench.trainers.data.corpus import TokenCorpus
+    from ctxbench.trainers.data.shards import read_manifest
+
+    m = read_manifest(Path(out_dir))
+    if m is None:
+        raise ConfigError(f"data: {out_dir} has no manifest.json; pack it first")
+    if m.config.get("mix_corpus"):
+        raise ConfigError("mix_corpus: document ids are traced in the main corpus only; mix within one corpus")
+    used: set[int] = set()
+    for shard in m.shards:
+        with np.load(Path(out_dir) / shard.replace(".npy", ".docs.npz")) as side:
+            used.update(np.unique(side["doc_ids"]).tolist())
+    names = TokenCorpus(Path(m.stats["corpus"]["dir"]), None, m.config["corpus"].get("max_doc_tokens")).doc_ids()
+    return frozenset(names[d] for d in used)
