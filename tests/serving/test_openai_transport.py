@@ -57,7 +57,7 @@ def test_one_policy_retries_every_transient_failure(stub_server, smol_tokenizer)
     b, clock, seen = scripted(stub_server(), answers, max_retries=6)
     (p,) = b.generate([make_request(smol_tokenizer, "a", "hi")])
     assert p.error is None and p.text == " 42" and len(seen) == 7
-    assert len(clock.sleeps) == 6 and clock.sleeps[3] == pytest.approx(7.0)  # Retry-After honoured
+    assert len(clock.sleeps) == 6 and 7.0 <= clock.sleeps[3] <= 8.0  # Retry-After honoured: max(7, jittered 4..8)
     # exponential backoff with jitter: attempt k waits between 2^k/2 and 2^k seconds (k from 0)
     for k, wait in enumerate(clock.sleeps):
         if k != 3:
@@ -89,7 +89,7 @@ def test_one_client_and_one_loop_for_the_backend(stub_server, smol_tokenizer):
     for i in range(3):  # several batches of the runner
         b.generate([make_request(smol_tokenizer, f"r{i}-{j}", f"q{j}") for j in range(3)])
     assert b._client is client and b._io.loop is loop
-    assert ours() == threads and b._io.thread in threads  # no loop or thread per batch
+    assert not set(ours()) - set(threads) and b._io.thread in threads  # no loop or thread per batch (others' may end)
     assert len(stub.posts("/completions")) == 9
     b.close()
     assert not b._io.thread.is_alive() and client.is_closed
