@@ -81,6 +81,14 @@ class HFTrainer:
 
         return HF
 
+    def save_final(self, hf: Any, out: Path) -> None:
+        """Write the final weights to out (LOGO: merge the LoRA adapter into a plain HF directory)."""
+        hf.save_model(str(out))
+
+    def manifest_extra(self) -> dict[str, Any]:
+        """Trainer-specific fields for ctxbench_manifest.json (LOGO: the LoRA config and trainable parameters)."""
+        return {}
+
     @property
     def tokenizer(self):
         if self._tokenizer is None:
@@ -206,7 +214,7 @@ class HFTrainer:
         hf.train(resume_from_checkpoint=last)
         if data.eval is not None and hf.state.global_step % args.eval_steps:
             hf.evaluate()  # the final validation loss, at the last step
-        hf.save_model(str(out))
+        self.save_final(hf, out)
         seconds = time.perf_counter() - start
         losses = run.losses()
         last_of = {r["split"]: r["loss"] for r in losses}
@@ -218,7 +226,7 @@ class HFTrainer:
             "steps": hf.state.global_step, "train_loss": last_of.get("train"), "eval_loss": last_of.get("eval"),
             "resumed_from_step": int(Path(last).name.split("-")[-1]) if last else None, "seconds": round(seconds, 2),
             "rope": c.rope.model_dump() if c.rope else None, "run_dir": str(run.dir), "created": _now(),
-            "config": c.model_dump(mode="json"),
+            "config": c.model_dump(mode="json"), **self.manifest_extra(),
         }
         if hf.is_world_process_zero():
             self.tokenizer.save_pretrained(str(out))
