@@ -263,26 +263,25 @@ def _pieces(renderer, tok, cfg: LogoDataConfig, p: Plan, sep_ids: list[int]) -> 
 
 
 def _fit_window(plans: list[Plan], pieces: dict[int, dict[str, Any]], cfg: LogoDataConfig, drops: Counter[str]) -> list[Plan]:
-    """Drop samples above max_real_tokens; refuse a window K that leaves Δ < 1 for the longest possible reply."""
-    kept, worst = [], None
+    """Drop samples whose prompt alone passes max_real_tokens; refuse a window K that leaves Δ < 1 for the longest
+    sample with the longest possible reply (capped at max_real_tokens: longer samples are dropped after generation)."""
+    kept, worst = [], 0
     for p in plans:
         x = pieces[id(p)]
         layout = Layout(len(x["head"]), tuple(map(len, x["runs"])), len(x["tail"]), (cfg.generator.max_new_tokens + 1,))
-        if cfg.max_real_tokens and layout.real_length > cfg.max_real_tokens:
+        if cfg.max_real_tokens and layout.prefix >= cfg.max_real_tokens:
             drops["too_long"] += 1
             continue
         kept.append(p)
-        if worst is None or layout.real_length > worst.real_length:
-            worst = layout
-    if worst is not None:
-        k, K, n = worst.real_length, cfg.target_window, cfg.num_chunks
-        if K <= k:
-            raise ConfigError(f"target_window: K={K} <= k={k}, the real length of the longest sample (with a "
-                              f"{cfg.generator.max_new_tokens}-token reply); raise target_window or lower num_chunks, "
-                              "chunk_tokens or generator.max_new_tokens (or set max_real_tokens)")
-        if slack(worst, K) < 1:
-            raise ConfigError(f"target_window: K={K} leaves Δ=⌊(K-k)/N⌋={slack(worst, K)} < 1 spare positions per chunk "
-                              f"(k={k}, N={n}); raise target_window")
+        worst = max(worst, min(layout.real_length, cfg.max_real_tokens or layout.real_length))
+    k, K, n = worst, cfg.target_window, cfg.num_chunks
+    if kept and K <= k:
+        raise ConfigError(f"target_window: K={K} <= k={k}, the real length of the longest sample (with a "
+                          f"{cfg.generator.max_new_tokens}-token reply); raise target_window or lower num_chunks, "
+                          "chunk_tokens or generator.max_new_tokens (or set max_real_tokens)")
+    if kept and (K - k) // n < 1:
+        raise ConfigError(f"target_window: K={K} leaves Δ=⌊(K-k)/N⌋={(K - k) // n} < 1 spare positions per chunk "
+                          f"(k={k}, N={n}); raise target_window")
     return kept
 
 
@@ -301,6 +300,8 @@ def _build(p: Plan, x: dict[str, Any], replies: list[dict[str, Any] | None], cfg
                for t, r in zip(texts, replies)]
     prefix = list(x["head"]) + [t for run in x["runs"] for t in run] + list(x["tail"])
     layout = Layout(len(x["head"]), tuple(map(len, x["runs"])), len(x["tail"]), tuple(map(len, answers)))
+    if cfg.max_real_tokens and layout.real_length > cfg.max_real_tokens:
+        return "too_long"
     mode = choose_mode(rng, cfg.sparse_fraction)
     pos = prefix_positions(layout, cfg.target_window, mode, rng)
     arrays = []
@@ -309,6 +310,7 @@ def _build(p: Plan, x: dict[str, Any], replies: list[dict[str, Any] | None], cfg
                    response_positions(pos, len(a)).astype(np.int32)]
     meta = {"id": p.sample.id, "question": p.sample.question, "gold": p.sample.answer, "chosen": texts[0],
             "rejected": texts[1:], "mode": mode, "real_length": layout.real_length, "prefix": layout.prefix,
+            "layout": {"head": layout.head, "chunks": list(layout.chunks), "tail": layout.tail, "answers": list(layout.answers)},
             "delta": slack(layout, cfg.target_window), "context_chunks": p.context, "relevant_chunks": p.relevant,
             "prompt_chunks": p.prompts, "scores": [float(s) for s in p.scores]}
     return arrays, meta

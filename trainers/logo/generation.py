@@ -65,10 +65,11 @@ def generate_missing(requests: dict[str, Request], cache: CallCache, make_backen
                      progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
     """Answer every request whose key is not cached, one backend batch at a time (each batch cached at once).
 
-    Returns counts: cached (found), generated, failed (backend errors: not cached, retried on the next run).
+    Returns counts: cached (found), generated, failed (backend errors: not cached, retried on the next run), and
+    truncated (prompts the backend's truncation policy cut to fit its window).
     """
     todo = [k for k in requests if k not in cache]
-    counts = {"cached": len(requests) - len(todo), "generated": 0, "failed": 0}
+    counts = {"cached": len(requests) - len(todo), "generated": 0, "failed": 0, "truncated": 0}
     if progress:
         progress(counts["cached"], len(requests))
     if not todo:
@@ -84,7 +85,8 @@ def generate_missing(requests: dict[str, Request], cache: CallCache, make_backen
                 counts["failed"] += 1
                 continue
             rows.append({"key": k, "text": p.text, "generated_tokens": p.generated_tokens,
-                         "finished": p.generated_tokens < requests[k].max_new_tokens})
+                         "finished": p.generated_tokens < requests[k].max_new_tokens, "truncated_tokens": p.truncated_tokens})
+            counts["truncated"] += int(p.truncated_tokens > 0)
         cache.add(rows)
         counts["generated"] += len(rows)
         if progress:
