@@ -27,6 +27,8 @@ def data_logo(
     with progress(err) as bar:
         task = bar.add_task(f"logo -> {cfg.out_dir}", total=None)
         m = synthesize(cfg, progress=lambda done, total: bar.update(task, completed=done, total=total))
+    if m.get("reused"):
+        out.print(f"already built with the same inputs: {cfg.out_dir}", highlight=False)
     drops = ", ".join(f"{k} {v}" for k, v in sorted(m.get("drops", {}).items())) or "none"
     out.print(f"logo: {m['samples']} of {m['input_samples']} samples x {m['responses_per_sample']} responses, "
               f"{m['real_tokens']:,} real tokens (longest {m['max_real_length']}) spread over K={m['target_window']} "

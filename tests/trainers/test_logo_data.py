@@ -108,7 +108,8 @@ def test_a_rerun_reuses_the_data_and_the_cached_calls(tmp_path, logo_config):
     cfg = LogoDataConfig(**logo_config(tmp_path / "data"))
     first = synthesize(cfg)
     calls = fake().calls
-    assert synthesize(cfg) == first and fake().calls == calls  # finished: returned as is, nothing generated
+    again = synthesize(cfg)
+    assert again.pop("reused") and again == first and fake().calls == calls  # finished: returned as is, nothing generated
     stricter = LogoDataConfig(**logo_config(tmp_path / "data", threshold=3))
     second = synthesize(stricter)
     new = fake().calls - calls

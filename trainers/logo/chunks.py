@@ -136,7 +136,7 @@ def load_spacy(model: str, *, scorer: str) -> Any:
     try:
         import spacy
     except ImportError:
-        raise ConfigError(f"scorer: {scorer} needs spaCy; pip install spacy && python -m spacy download {model}, "
+        raise ConfigError(f"scorer: {scorer} needs spaCy; pip install 'ctxbench[logo]' && python -m spacy download {model}, "
                           "or use scorer: keywords") from None
     try:
         return spacy.load(model)

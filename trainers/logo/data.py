@@ -175,7 +175,7 @@ def synthesize(cfg: LogoDataConfig, *, progress: Callable[[int, int], None] | No
     chash = config_hash(cfg, source, fingerprint)
     done = read_manifest(out)
     if done and done.get("complete") and done.get("config_hash") == chash:
-        return done
+        return {**done, "reused": True}  # finished with the same inputs: nothing to do
 
     tok = load_tokenizer(g.model)
     renderer = PromptRenderer(tok, g.template)
