@@ -23,6 +23,7 @@ class FakeGenerator:
     context_length = 1 << 20
     calls = 0  # requests answered, across instances
     fail_after: int | None = None  # raise once this many requests have been answered (an interrupted run)
+    refuse: str | None = None  # answer prompts containing this text with an error instead (a failing backend call)
 
     def __init__(self, *, model: str, **_):
         from ctxbench.harness.core.models import load_tokenizer
@@ -35,6 +36,9 @@ class FakeGenerator:
             if FakeGenerator.fail_after is not None and FakeGenerator.calls >= FakeGenerator.fail_after:
                 raise RuntimeError("simulated crash")
             FakeGenerator.calls += 1
+            if FakeGenerator.refuse and FakeGenerator.refuse in r.prompt:
+                out.append(Prediction(r.sample_id, "", 0, 0, 0.0, error="BackendError: refused"))
+                continue
             h = hashlib.sha256(r.prompt.encode()).digest()
             ids = self.tokenizer(" " + " ".join(WORDS[b % len(WORDS)] for b in h[: 1 + h[-1] % 4]),
                                  add_special_tokens=False)["input_ids"][: r.max_new_tokens]  # as a real backend stops

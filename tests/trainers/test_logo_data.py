@@ -28,7 +28,7 @@ def samples(directory: Path):
     m = read_manifest(directory)
     group = m["responses_per_sample"]
     for shard in m["shards"]:
-        z = np.load(directory / f"{shard}.npz")
+        z = {k: np.load(directory / f"{shard}.{k}.npy") for k in ("input_ids", "labels", "position_ids", "offsets")}
         metas = [json.loads(line) for line in (directory / f"{shard}.jsonl").read_text().splitlines()]
         off = z["offsets"]
         for s, meta in enumerate(metas):
@@ -130,6 +130,23 @@ def test_an_interrupted_generation_resumes(tmp_path, logo_config):
     assert cached == 16  # two batches of 8 were answered and cached before the crash
     m = synthesize(cfg)
     assert m["complete"] and m["calls"]["cached"] == 16
+
+
+def test_failed_calls_leave_the_data_incomplete_and_a_rerun_retries_only_them(tmp_path, logo_config):
+    from ctxbench.harness.core.errors import CtxbenchError
+
+    cfg = LogoDataConfig(**logo_config(tmp_path / "data", seed=11))
+    gen = fake()
+    gen.refuse = "Scott Derrickson"  # the first question's prompts fail
+    try:
+        with pytest.raises(CtxbenchError, match=r"generator: 3 of \d+ calls failed \(BackendError: refused\); rerun"):
+            synthesize(cfg)
+    finally:
+        gen.refuse = None
+    assert read_manifest(tmp_path / "data")["complete"] is False
+    calls = gen.calls
+    m = synthesize(cfg)
+    assert m["complete"] and m["calls"]["generated"] == gen.calls - calls == 3
 
 
 @pytest.mark.parametrize("change, where", [

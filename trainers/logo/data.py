@@ -8,10 +8,10 @@ irrelevant ones, N in all (odd j). Samples without a relevant (or irrelevant) ch
 empty reply, or with a rejected reply equal to the chosen are dropped and counted. Each response is
 trained on C' with synthetic position ids (positions.py).
 
-Output directory: shard-NNNNN.npz (flat int32 input_ids, labels, position_ids; offsets per response;
-sample s owns responses s·(M+1) .. s·(M+1)+M, the chosen first), shard-NNNNN.jsonl (per-sample meta),
-manifest.json (written atomically after each shard; `complete` at the end), generations.jsonl (the call
-cache). A rerun of a finished synthesis with the same inputs returns its manifest; any other rerun
+Output directory: per shard, shard-NNNNN.{input_ids,labels,position_ids}.npy (flat int32, memory-mapped when
+read), shard-NNNNN.offsets.npy (response boundaries; sample s owns responses s·(M+1) .. s·(M+1)+M, the chosen
+first) and shard-NNNNN.jsonl (per-sample meta); manifest.json (written atomically after each shard, which is
+listed only once all its files are in place; `complete` at the end); generations.jsonl (the call cache). A rerun of a finished synthesis with the same inputs returns its manifest; any other rerun
 rebuilds the shards, asking the generator only for prompts it has not answered.
 """
 
@@ -22,13 +22,14 @@ import json
 import os
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.errors import ConfigError, CtxbenchError
 from ctxbench.harness.core.io import atomic_write, atomic_write_json
 from ctxbench.trainers.logo.chunks import SCORERS, Chunk, QASample, chunk_sample, load_samples, make_scorer, score_chunks
 from ctxbench.trainers.logo.generation import PAPER_SAMPLING, CallCache, build_request, call_key, generate_missing
@@ -125,13 +126,16 @@ def config_hash(cfg: LogoDataConfig, source: Path, fingerprint: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+@dataclass(eq=False)
 class Plan:
-    """One kept sample: its chunks, C', and the chunk sets each reply is generated from."""
+    """One kept sample: its chunks and scores, C' (context), and the chunk sets each reply is generated from."""
 
-    def __init__(self, sample: QASample, chunks: list[Chunk], scores: np.ndarray, context: list[int],
-                 relevant: list[int], prompts: list[list[int]]):
-        self.sample, self.chunks, self.scores = sample, chunks, scores
-        self.context, self.relevant, self.prompts = context, relevant, prompts  # prompts[0]: chosen; then rejected
+    sample: QASample
+    chunks: list[Chunk]
+    scores: np.ndarray
+    context: list[int]
+    relevant: list[int]
+    prompts: list[list[int]]  # prompts[0]: the chosen reply's chunks; then one per rejected reply
 
 
 def plan_sample(sample: QASample, chunks: list[Chunk], scores: np.ndarray, cfg: LogoDataConfig,
@@ -216,7 +220,7 @@ def synthesize(cfg: LogoDataConfig, *, progress: Callable[[int, int], None] | No
     calls = generate_missing(requests, cache, lambda: registry.get("backend", g.backend)(model=g.model, **g.backend_args),
                              progress=progress)
 
-    for old in list(out.glob("shard-*.npz")) + list(out.glob("shard-*.jsonl")):
+    for old in list(out.glob("shard-*.npy")) + list(out.glob("shard-*.jsonl")):
         old.unlink()
     manifest = {
         "format": FORMAT, "config_hash": chash, "config": cfg.model_dump(mode="json"), "source": str(source),
@@ -227,7 +231,8 @@ def synthesize(cfg: LogoDataConfig, *, progress: Callable[[int, int], None] | No
         "scorer": cfg.scorer, "threshold": cfg.threshold, "num_chunks": cfg.num_chunks, "num_rejected": cfg.num_rejected,
         "target_window": cfg.target_window, "chunk_tokens": cfg.chunk_tokens, "sparse_fraction": cfg.sparse_fraction,
         "responses_per_sample": cfg.num_rejected + 1, "input_samples": len(samples), "samples": 0, "real_tokens": 0,
-        "max_real_length": 0, "modes": {"continuous": 0, "sparse": 0}, "calls": calls, "shards": [], "complete": False,
+        "max_real_length": 0, "modes": {"continuous": 0, "sparse": 0}, "calls": calls, "shards": [], "shard_samples": [],
+        "complete": False,
     }
     buffer: list[tuple[list[np.ndarray], dict[str, Any]]] = []
     for i, (p, ks) in enumerate(zip(plans, wanted)):
@@ -239,6 +244,9 @@ def synthesize(cfg: LogoDataConfig, *, progress: Callable[[int, int], None] | No
         if len(buffer) >= cfg.shard_size:
             _flush(out, manifest, buffer, drops)
     _flush(out, manifest, buffer, drops)
+    if calls["failed"]:  # stays incomplete: the next run asks again for exactly the failed replies
+        raise CtxbenchError(f"generator: {calls['failed']} of {len(requests)} calls failed ({calls['first_error']}); "
+                            "rerun the same command to retry them")
     if not manifest["samples"]:
         raise ConfigError(f"nothing left after filtering {len(samples)} samples ({_counts(drops)}); the generator's replies "
                           "were empty or equal; raise generator.max_new_tokens or check the generator")
@@ -256,6 +264,9 @@ def _pieces(renderer, tok, cfg: LogoDataConfig, p: Plan, sep_ids: list[int]) -> 
     """Token ids of the template head, the chunk runs of C' and the tail (question, answer prefix)."""
     task = cfg.prompt.replace(QUESTION, p.sample.question).replace(CONTEXT, _SENTINEL)
     rendered = renderer.render(task, cfg.answer_prefix)
+    if rendered.text.count(_SENTINEL) != 1:
+        raise ConfigError(f"generator.template: the {renderer.template!r} template rewrote the task text, so the context "
+                          "cannot be located in the prompt; use template: plain")
     head, tail = rendered.text.split(_SENTINEL)
     runs = [list(p.chunks[c].ids) + (sep_ids if k < len(p.context) - 1 else []) for k, c in enumerate(p.context)]
     return {"head": tok(head, add_special_tokens=rendered.add_special_tokens)["input_ids"], "runs": runs,
@@ -317,15 +328,17 @@ def _build(p: Plan, x: dict[str, Any], replies: list[dict[str, Any] | None], cfg
 
 
 def _flush(out: Path, manifest: dict[str, Any], buffer: list, drops: Counter[str]) -> None:
-    """Write buffered samples as one shard (npz + meta), then list it in the manifest, each atomically."""
+    """Write buffered samples as one shard (.npy arrays + meta), then list it in the manifest, each atomically."""
     if buffer:
         name = f"shard-{len(manifest['shards']):05d}"
         ids, labels, pos = ([a for arrays, _ in buffer for a in arrays[k::3]] for k in range(3))
         offsets = np.concatenate([[0], np.cumsum([len(a) for a in ids])]).astype(np.int64)
-        atomic_write(out / f"{name}.npz", lambda f: np.savez(f, input_ids=np.concatenate(ids), labels=np.concatenate(labels),
-                                                              position_ids=np.concatenate(pos), offsets=offsets))
+        for key, arr in (("input_ids", np.concatenate(ids)), ("labels", np.concatenate(labels)),
+                         ("position_ids", np.concatenate(pos)), ("offsets", offsets)):
+            atomic_write(out / f"{name}.{key}.npy", lambda f, a=arr: np.save(f, a))
         atomic_write(out / f"{name}.jsonl", "".join(json.dumps(m, ensure_ascii=False) + "\n" for _, m in buffer))
         manifest["shards"].append(name)
+        manifest["shard_samples"].append(len(buffer))
         manifest["samples"] += len(buffer)
         manifest["real_tokens"] += int(offsets[-1])
         manifest["max_real_length"] = max([manifest["max_real_length"], *(m["real_length"] for _, m in buffer)])

@@ -65,8 +65,8 @@ def generate_missing(requests: dict[str, Request], cache: CallCache, make_backen
                      progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
     """Answer every request whose key is not cached, one backend batch at a time (each batch cached at once).
 
-    Returns counts: cached (found), generated, failed (backend errors: not cached, retried on the next run), and
-    truncated (prompts the backend's truncation policy cut to fit its window).
+    Returns counts: cached (found), generated, failed (backend errors: not cached, retried on the next run; the first
+    message as first_error), and truncated (prompts the backend's truncation policy cut to fit its window).
     """
     todo = [k for k in requests if k not in cache]
     counts = {"cached": len(requests) - len(todo), "generated": 0, "failed": 0, "truncated": 0}
@@ -83,6 +83,7 @@ def generate_missing(requests: dict[str, Request], cache: CallCache, make_backen
         for k, p in zip(keys, preds):
             if p.error:
                 counts["failed"] += 1
+                counts.setdefault("first_error", p.error)
                 continue
             rows.append({"key": k, "text": p.text, "generated_tokens": p.generated_tokens,
                          "finished": p.generated_tokens < requests[k].max_new_tokens, "truncated_tokens": p.truncated_tokens})

@@ -62,13 +62,16 @@ class LogoConfig(TrainerConfig):
 
 
 class LogoResponses:
-    """Map-style dataset over samples [start, stop) of a LOGO data directory; item: the M + 1 responses' arrays."""
+    """Map-style dataset over samples [start, stop) of a LOGO data directory (shards memory-mapped on first use);
+    item: the M + 1 responses' input_ids, labels and position_ids."""
+
+    KEYS = ("input_ids", "labels", "position_ids")
 
     def __init__(self, directory: Path, start: int = 0, stop: int | None = None):
         self.dir = Path(directory)
         self.manifest = read_manifest(self.dir) or {}
         self.group = int(self.manifest.get("responses_per_sample", 0))
-        self.counts = [sum(1 for _ in open(self.dir / f"{s}.jsonl", encoding="utf-8")) for s in self.manifest.get("shards", [])]
+        self.counts = list(self.manifest.get("shard_samples", []))
         self.ends = list(np.cumsum(self.counts))
         total = int(self.ends[-1]) if self.ends else 0
         self.start, self.stop = start, total if stop is None else min(stop, total)
@@ -77,24 +80,29 @@ class LogoResponses:
     def __len__(self) -> int:
         return max(0, self.stop - self.start)
 
-    def shard(self, k: int) -> dict[str, np.ndarray]:
-        if k not in self._open:
-            with np.load(self.dir / f"{self.manifest['shards'][k]}.npz") as z:
-                self._open[k] = {name: z[name] for name in z.files}
-        return self._open[k]
-
-    def __getitem__(self, i: int) -> dict[str, list[np.ndarray]]:
+    def _locate(self, i: int) -> tuple[dict[str, np.ndarray], int]:
+        """The shard of sample i and the index of its first response there."""
         if not 0 <= i < len(self):
             raise IndexError(i)
         row = self.start + i
         k = int(np.searchsorted(self.ends, row, side="right"))
-        z = self.shard(k)
-        first = (row - (self.ends[k] - self.counts[k])) * self.group
+        if k not in self._open:
+            name = self.manifest["shards"][k]
+            self._open[k] = {key: np.load(self.dir / f"{name}.{key}.npy", mmap_mode="r") for key in (*self.KEYS, "offsets")}
+        return self._open[k], (row - (self.ends[k] - self.counts[k])) * self.group
+
+    def __getitem__(self, i: int) -> dict[str, list[np.ndarray]]:
+        z, first = self._locate(i)
         spans = [(int(z["offsets"][r]), int(z["offsets"][r + 1])) for r in range(first, first + self.group)]
-        return {key: [z[key][a:b].astype(np.int64) for a, b in spans] for key in ("input_ids", "labels", "position_ids")}
+        return {key: [np.asarray(z[key][a:b], dtype=np.int64) for a, b in spans] for key in self.KEYS}
 
     def tokens(self) -> int:
-        return sum(len(a) for i in range(len(self)) for a in self[i]["input_ids"])
+        """Real tokens of every response of the samples in range (from the offsets alone)."""
+        total = 0
+        for i in range(len(self)):
+            z, first = self._locate(i)
+            total += int(z["offsets"][first + self.group] - z["offsets"][first])
+        return total
 
 
 def collate_responses(rows: list[dict[str, list[np.ndarray]]], *, pad_id: int) -> dict[str, Any]:
@@ -123,7 +131,7 @@ def response_rewards(model: Any, batch: dict[str, Any], group: int):
     labels = batch["labels"]
     width = labels.shape[1]
     first = int((labels != -100).int().argmax(dim=1).min())  # earliest answer token of any row
-    keep = width - first + 1  # the logit before it predicts it
+    keep = min(width, width - first + 1)  # the logit before it predicts it
     out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"],
                 use_cache=False, logits_to_keep=keep)
     r, _ = response_logps(out.logits, labels[:, width - keep:])
