@@ -1,7 +1,7 @@
 """The CPU acceptance study of LOGO (issue 14, §9): data -> train (LOGO and an SFT baseline) -> score -> board.
 
     python benchmarks/logo_study.py [--work runs/logo-study] [--data-dir ../shared/data] [--max-samples 48]
-        [--samples 4] [--niah-lengths 2048,4096,8192] [--qa-lengths 2048,4096]
+        [--samples 3] [--niah-lengths 2048,4096,8192] [--qa-lengths 2048]
 
 Every step is a `ctxbench` command (resumable: rerunning skips what is finished):
   1. ctxbench data logo   (configs/data/logo-tiny.yaml: SmolLM2-135M answers its own HotpotQA prompts)
@@ -77,9 +77,9 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=ROOT / "runs" / "logo-study")
     ap.add_argument("--data-dir", type=Path, default=Path(os.environ.get("CTXBENCH_DATA_DIR", ROOT.parent / "shared" / "data")))
     ap.add_argument("--max-samples", type=int, default=48, help="HotpotQA questions to build preference data from")
-    ap.add_argument("--samples", type=int, default=4, help="scored samples per task and length")
+    ap.add_argument("--samples", type=int, default=3, help="scored samples per task and length")
     ap.add_argument("--niah-lengths", default="2048,4096,8192")
-    ap.add_argument("--qa-lengths", default="2048,4096")
+    ap.add_argument("--qa-lengths", default="2048")
     args = ap.parse_args()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)

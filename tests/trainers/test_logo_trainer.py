@@ -222,3 +222,13 @@ def test_shipped_trainer_configs_validate(path):
     assert d.out_dir == cfg.data.path and d.generator.model == cfg.base_model  # the policy writes its own data
     window = (cfg.rope.max_position_embeddings if cfg.rope else None) or d.target_window
     assert window >= d.target_window and np.isfinite(cfg.beta)
+
+
+def test_every_logo_config_field_has_help():
+    from ctxbench.trainers.logo.data import GeneratorConfig
+    from ctxbench.trainers.logo.lora import LoraSpec
+    from ctxbench.trainers.logo.trainer import LogoTrainData
+
+    for cls in (LogoConfig, LogoTrainData, LoraSpec, LogoDataConfig, GeneratorConfig):
+        missing = [name for name, f in cls.model_fields.items() if not f.description]
+        assert not missing, f"{cls.__name__}: {missing}"
