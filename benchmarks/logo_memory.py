@@ -9,10 +9,11 @@ gradient checkpointing on, the attention mask passed). Two inputs with the same 
   synthetic: k real tokens (--real) whose position ids spread over [0, K) as `ctxbench data logo` writes them;
   full:      K real tokens with positions 0..K-1 (what training at K without position synthesis costs).
 Both hold the same answers (--answer tokens per response). The model is SmolLM2-135M's shape with --layers layers
-(random weights: memory and time do not depend on them). Each (mode, M) runs in a fresh subprocess. Memory is the
-high-water mark (CPU: peak RSS, ru_maxrss; CUDA: max_memory_allocated) over two baselines: "step" over the built model,
-LoRA and optimizer (what a training step adds, AdamW state included), "input-dependent" over the mark after a tiny
-step (gradients and optimizer state already allocated: what grows with the input, mostly activations and logits).
+(random weights: memory and time do not depend on them). Each (mode, M) runs in a fresh subprocess. Memory is the peak
+after the timed steps: on CPU, live tensor bytes in PyTorch's profiler memory timeline ("step": the peak over a whole
+step, parameters, gradients and AdamW state included; "input-dependent": the peak of activations, inputs and
+temporaries over forward + backward alone, where the input size matters); on CUDA, max_memory_allocated over a step,
+and its rise over the allocation before forward + backward. Peak RSS is not used: on a shared machine the allocator's page reuse made it non-monotone in the input size.
 Time: mean wall and process CPU seconds of --steps steps after one warm-up step (CPU time is steadier on a shared
 machine). Printed per M: both inputs' memory and time, and the full/synthetic ratios.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -75,23 +75,14 @@ def child(args) -> None:
     data = {k: v.to(args.device) for k, v in batch(args.mode, args.rejected_one, args.window, args.real, args.answer).items()}
     cuda = args.device.startswith("cuda")
 
-    def high_water() -> int:
-        if cuda:
-            torch.cuda.synchronize()
-            return torch.cuda.max_memory_allocated()
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-    def step(inputs) -> None:
+    def step(inputs, update: bool = True) -> None:
         chosen, rejected, _ = response_rewards(model, inputs, group=args.rejected_one + 1)
         logo_loss(chosen, rejected, beta=10.0, gamma=3.0, sft_weight=0.1).loss.backward()
-        opt.step()
+        if update:
+            opt.step()
         opt.zero_grad(set_to_none=True)
 
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
-    built = high_water()  # model, LoRA, optimizer (no state yet)
-    step({k: v[:, -2 * args.answer:] for k, v in data.items()})  # a tiny step: gradients and AdamW state now exist
-    warm = high_water()
+    step({k: v[:, -2 * args.answer:] for k, v in data.items()})  # a tiny step: AdamW state now exists
     times, cpu = [], []
     for i in range(args.steps + 1):
         start, start_cpu = time.perf_counter(), time.process_time()
@@ -101,9 +92,43 @@ def child(args) -> None:
         if i:
             times.append(time.perf_counter() - start)
             cpu.append(time.process_time() - start_cpu)
-    peak = high_water()
-    print(json.dumps({"step_mib": (peak - built) / 2**20, "input_mib": (peak - warm) / 2**20, "seconds": sum(times) / len(times),
-                      "cpu_seconds": sum(cpu) / len(cpu), "tokens": int(data["attention_mask"].sum())}))
+    memory = cuda_peak(step, data) if cuda else cpu_peak(step, data)
+    print(json.dumps({**memory, "seconds": sum(times) / len(times), "cpu_seconds": sum(cpu) / len(cpu),
+                      "tokens": int(data["attention_mask"].sum())}))
+
+
+def cpu_peak(step, data) -> dict[str, float]:
+    """From the profiler's memory timeline (live tensor bytes): the peak over a whole step (parameters, gradients and
+    AdamW state included), and the peak of activations, inputs and temporaries over forward + backward alone."""
+    import numpy as np
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX, Category, MemoryProfileTimeline
+
+    def timeline(**kw) -> np.ndarray:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
+            step(data, **kw)
+        return np.asarray(MemoryProfileTimeline(prof._memory_profile())._coalesce_timeline(torch.device("cpu"))[1], np.float64)
+
+    fixed = [_CATEGORY_TO_INDEX[c] + 1 for c in (Category.PARAMETER, Category.GRADIENT, Category.OPTIMIZER_STATE)]
+    backward = timeline(update=False)
+    activations = backward.sum(axis=1) - backward[:, fixed].sum(axis=1)
+    return {"step_mib": float(timeline().sum(axis=1).max()) / 2**20, "input_mib": float(activations.max()) / 2**20}
+
+
+def cuda_peak(step, data) -> dict[str, float]:
+    import torch
+
+    def peak(**kw) -> tuple[int, int]:
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        step(data, **kw)
+        torch.cuda.synchronize()
+        return base, torch.cuda.max_memory_allocated()
+
+    base, top = peak(update=False)
+    return {"step_mib": peak()[1] / 2**20, "input_mib": (top - base) / 2**20}
 
 
 def main() -> None:
