@@ -1,7 +1,7 @@
 """LOGO training memory and step time: synthetic positions vs full-length input at equal K, M = 1, 2, 3 (Fig. 6c).
 
     python benchmarks/logo_memory.py [--window 4096] [--real 512] [--layers 4] [--rejected 1,2,3] [--steps 2]
-        [--device cpu|cuda] [--json OUT]
+        [--device cpu|cuda] [--trainable embed,norm] [--json OUT]
 
 One training step = the LOGO objective on the M + 1 responses of one sample (forward, backward, AdamW update), through
 the trainer's own code (trainers/logo: response_rewards, logo_loss, LoRA r=32 with embeddings and norms trained,
@@ -68,7 +68,8 @@ def child(args) -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     cfg = AutoConfig.for_model("llama", num_hidden_layers=args.layers, max_position_embeddings=args.window, **SMOL)
-    model = wrap(AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa"), LoraSpec()).to(args.device)
+    spec = LoraSpec(trainable=[x for x in args.trainable.split(",") if x])
+    model = wrap(AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa"), spec).to(args.device)
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
@@ -140,6 +141,8 @@ def main() -> None:
     ap.add_argument("--rejected", default="1,2,3", help="M values")
     ap.add_argument("--steps", type=int, default=2, help="timed steps after one warm-up")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--trainable", default="embed,norm", help="modules trained in full besides LoRA ('' = LoRA only: the "
+                    "embedding's two dense vocab x hidden gradients no longer set a floor under the activation peak)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--mode", help=argparse.SUPPRESS)
     ap.add_argument("--rejected-one", type=int, help=argparse.SUPPRESS)
@@ -152,7 +155,7 @@ def main() -> None:
         for mode in ("synthetic", "full"):
             cmd = [sys.executable, __file__, "--mode", mode, "--rejected-one", str(m), "--window", str(args.window),
                    "--real", str(args.real), "--answer", str(args.answer), "--layers", str(args.layers),
-                   "--steps", str(args.steps), "--device", args.device]
+                   "--steps", str(args.steps), "--device", args.device, f"--trainable={args.trainable}"]
             res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True)
             got[mode] = json.loads(res.stdout.strip().splitlines()[-1])
         s, f = got["synthetic"], got["full"]
