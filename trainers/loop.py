@@ -115,8 +115,13 @@ class HFTrainer:
 
         return HF
 
+    def save_final(self, hf: Any, out: Path) -> None:
+        """Write the final weights to out (LOGO: merge the LoRA adapter into a plain HF directory)."""
+        hf.save_model(str(out))
+
     def manifest_extra(self, hf: Any) -> dict[str, Any]:
-        """More keys for ctxbench_manifest.json, read from the finished transformers Trainer (default none)."""
+        """More keys for ctxbench_manifest.json, read from the finished transformers Trainer (LOGO: the LoRA config
+        and trainable parameters; default none)."""
         return {}
 
     @property
@@ -248,7 +253,7 @@ class HFTrainer:
         hf.train(resume_from_checkpoint=last)
         if data.eval is not None and hf.state.global_step % args.eval_steps:
             hf.evaluate()  # the final validation loss, at the last step
-        hf.save_model(str(out))
+        self.save_final(hf, out)
         seconds = time.perf_counter() - start
         losses = run.losses()
         last_of = {r["split"]: r["loss"] for r in losses}

@@ -1,0 +1,316 @@
+"""The `logo` trainer: LOGO (multi-negative SimPO + SFT) on self-generated data with synthetic positions, LoRA.
+
+`ctxbench train logo --config FILE` or `LogoTrainer(config, console=...).train() -> TrainResult`. The data is a
+`ctxbench data logo` directory, given or synthesized first (`data.synthesis`, resumable). A batch holds the M + 1
+responses of each sample, each row with its own attention mask and position ids; the mask is always passed
+(transformers 5 reads jumping position ids without a mask as packed sequences when use_cache is off, as under
+gradient checkpointing, and the answer would silently stop attending to earlier chunks). Logits are computed
+for the answer span only. `objective: sft` keeps only λ·NLL(y_w) (the SFT baseline on the same data). Logged:
+the loss, rewards/{chosen,rejected,margin,accuracy} and sft_loss (losses.jsonl and metrics.jsonl in the run).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ctxbench.harness.core.config import one_line
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.io import append_jsonl
+from ctxbench.harness.core.registry import register
+from ctxbench.trainers.base import DataBundle, ScratchModel, TrainerConfig, apply_rope
+from ctxbench.trainers.logo.data import FORMAT, LogoDataConfig, read_manifest
+from ctxbench.trainers.logo.lora import LoraSpec
+from ctxbench.trainers.loop import HFTrainer
+
+METRICS = "metrics.jsonl"
+
+
+class LogoTrainData(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    path: str | None = Field(None, description="a `ctxbench data logo` output directory (manifest.json + shards)")
+    synthesis: dict[str, Any] | None = Field(None, description="LogoDataConfig keys (configs/data/logo-*.yaml): synthesize "
+                                             "first (resumable; its out_dir is the data), then train")
+    eval_samples: int = Field(8, ge=0, description="samples held out from the end of the data for validation; 0 = none")
+    max_samples: int | None = Field(None, ge=1, description="train on at most this many samples (after the holdout)")
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if (self.path is None) == (self.synthesis is None):
+            raise ValueError("give exactly one of data.path (a LOGO data directory) or data.synthesis (synthesize first)")
+        return self
+
+
+class LogoConfig(TrainerConfig):
+    """LOGO training (Eq. 3); see TrainerConfig for the shared settings. β/γ per model (§4.1): Llama-3-8B 10/3,
+    Mistral-7B 2.5/0.25, Llama-2-7B 3/0.6; λ 0.1."""
+
+    data: LogoTrainData = Field(description="where the preference data comes from")
+    objective: Literal["logo", "sft"] = Field("logo", description="logo: Eq. 3; sft: only λ·NLL of the chosen reply (baseline)")
+    beta: float = Field(10.0, gt=0, description="β: reward scale (Llama-3 10, Mistral 2.5, Llama-2 3)")
+    gamma: float = Field(3.0, ge=0, description="γ: target reward margin (Llama-3 3, Mistral 0.25, Llama-2 0.6)")
+    sft_weight: float = Field(0.1, ge=0, description="λ: weight of the SFT term NLL(y_w) (paper 0.1)")
+    lora: LoraSpec | None = Field(default_factory=LoraSpec, description="LoRA settings; null trains every weight")
+
+
+class LogoResponses:
+    """Map-style dataset over samples [start, stop) of a LOGO data directory (shards memory-mapped on first use);
+    item: the M + 1 responses' input_ids, labels and position_ids."""
+
+    KEYS = ("input_ids", "labels", "position_ids")
+
+    def __init__(self, directory: Path, start: int = 0, stop: int | None = None):
+        self.dir = Path(directory)
+        self.manifest = read_manifest(self.dir) or {}
+        self.group = int(self.manifest.get("responses_per_sample", 0))
+        self.counts = list(self.manifest.get("shard_samples", []))
+        self.ends = list(np.cumsum(self.counts))
+        total = int(self.ends[-1]) if self.ends else 0
+        self.start, self.stop = start, total if stop is None else min(stop, total)
+        self._open: dict[int, dict[str, np.ndarray]] = {}
+
+    def __len__(self) -> int:
+        return max(0, self.stop - self.start)
+
+    def _locate(self, i: int) -> tuple[dict[str, np.ndarray], int]:
+        """The shard of sample i and the index of its first response there."""
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        row = self.start + i
+        k = int(np.searchsorted(self.ends, row, side="right"))
+        if k not in self._open:
+            name = self.manifest["shards"][k]
+            self._open[k] = {key: np.load(self.dir / f"{name}.{key}.npy", mmap_mode="r") for key in (*self.KEYS, "offsets")}
+        return self._open[k], (row - (self.ends[k] - self.counts[k])) * self.group
+
+    def __getitem__(self, i: int) -> dict[str, list[np.ndarray]]:
+        z, first = self._locate(i)
+        spans = [(int(z["offsets"][r]), int(z["offsets"][r + 1])) for r in range(first, first + self.group)]
+        return {key: [np.asarray(z[key][a:b], dtype=np.int64) for a, b in spans] for key in self.KEYS}
+
+    def tokens(self) -> int:
+        """Real tokens of every response of the samples in range (from the offsets alone)."""
+        total = 0
+        for i in range(len(self)):
+            z, first = self._locate(i)
+            total += int(z["offsets"][first + self.group] - z["offsets"][first])
+        return total
+
+
+def collate_responses(rows: list[dict[str, list[np.ndarray]]], *, pad_id: int) -> dict[str, Any]:
+    """Rows [s0 chosen, s0 rejected 1..M, s1 chosen, ...], right-padded; the mask marks real tokens."""
+    import torch
+
+    flat = {key: [a for r in rows for a in r[key]] for key in ("input_ids", "labels", "position_ids")}
+    width = max(len(a) for a in flat["input_ids"])
+    out = {"input_ids": torch.full((len(flat["input_ids"]), width), pad_id, dtype=torch.long)}
+    out["labels"] = torch.full_like(out["input_ids"], -100)
+    out["position_ids"] = torch.zeros_like(out["input_ids"])
+    out["attention_mask"] = torch.zeros_like(out["input_ids"])
+    for i, (ids, labels, pos) in enumerate(zip(flat["input_ids"], flat["labels"], flat["position_ids"])):
+        n = len(ids)
+        out["input_ids"][i, :n] = torch.from_numpy(ids)
+        out["labels"][i, :n] = torch.from_numpy(labels)
+        out["position_ids"][i, :n] = torch.from_numpy(pos)
+        out["attention_mask"][i, :n] = 1
+    return out
+
+
+def response_rewards(model: Any, batch: dict[str, Any], group: int):
+    """r(y) of every response (chosen [B], rejected [B, M]) and the model output; logits only over the answers."""
+    from ctxbench.trainers.logo.loss import response_logps
+
+    labels = batch["labels"]
+    width = labels.shape[1]
+    first = int((labels != -100).int().argmax(dim=1).min())  # earliest answer token of any row
+    keep = min(width, width - first + 1)  # the logit before it predicts it
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"],
+                use_cache=False, logits_to_keep=keep)
+    r, _ = response_logps(out.logits, labels[:, width - keep:])
+    r = r.view(-1, group)
+    return r[:, 0], r[:, 1:], out
+
+
+def make_hf_trainer(*, group: int, beta: float, gamma: float, sft_weight: float, preference: bool) -> type:
+    """A transformers Trainer whose compute_loss is the LOGO objective, logging rewards like TRL's preference trainers."""
+    from transformers import Trainer
+
+    from ctxbench.trainers.logo.loss import logo_loss
+
+    class LogoHFTrainer(Trainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.model_accepts_loss_kwargs = False  # a per-sample mean: the Trainer divides by accumulation steps
+            self._stored = {"train": defaultdict(list), "eval": defaultdict(list)}
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            chosen, rejected, out = response_rewards(model, inputs, group)
+            result = logo_loss(chosen, rejected, beta=beta, gamma=gamma, sft_weight=sft_weight, preference=preference)
+            for key, value in result.metrics().items():
+                self._stored["train" if model.training else "eval"][key].append(value)
+            return (result.loss, out) if return_outputs else result.loss
+
+        def log(self, logs, *args, **kwargs):
+            split = "eval" if "eval_loss" in logs else "train"
+            for key, values in self._stored[split].items():
+                logs[("eval_" if split == "eval" else "") + key] = float(np.mean(values))
+            self._stored[split].clear()
+            return super().log(logs, *args, **kwargs)
+
+    return LogoHFTrainer
+
+
+@register("trainer", "logo")
+class LogoTrainer(HFTrainer):
+    """LOGO preference optimisation with LoRA (or full weights) through transformers.Trainer."""
+
+    name = "logo"
+    config_cls = LogoConfig
+
+    def __init__(self, config: LogoConfig, *, console: Any = None):
+        super().__init__(config, console=console)
+        self.manifest: dict[str, Any] = {}
+        self.lora_summary: dict[str, Any] | None = None
+
+    # --- data -----------------------------------------------------------------------------------------
+    def data_dir(self) -> Path:
+        d = self.config.data
+        if d.path is not None:
+            return Path(d.path)
+        from ctxbench.trainers.logo.data import synthesize
+
+        try:
+            cfg = LogoDataConfig(**d.synthesis)
+        except ValidationError as e:
+            raise ConfigError(one_line(e, "data.synthesis")) from None
+        if self.is_main:
+            synthesize(cfg)
+        else:  # other ranks wait for rank 0 instead of generating the same data
+            while not (read_manifest(Path(cfg.out_dir)) or {}).get("complete"):
+                time.sleep(10)
+        return Path(cfg.out_dir)
+
+    def prepare_data(self) -> DataBundle:
+        d = self.config.data
+        directory = self.data_dir()
+        m = read_manifest(directory)
+        if m is None or m.get("format") != FORMAT:
+            raise ConfigError(f"data.path: {directory} is not LOGO data (no {FORMAT} manifest.json); run `ctxbench data logo`")
+        if not m.get("complete"):
+            raise ConfigError(f"data.path: the LOGO data in {directory} is incomplete; rerun `ctxbench data logo` to finish it")
+        from ctxbench.harness.core.models import tokenizer_fingerprint
+
+        if m["tokenizer_fingerprint"] != tokenizer_fingerprint(self.tokenizer):
+            raise ConfigError(f"data: built with tokenizer {m['tokenizer']!r}, which splits text differently from the model's; "
+                              "synthesize the data with the model being trained (generator.model)")
+        self.manifest = m
+        full = LogoResponses(directory)
+        n = len(full)
+        if d.eval_samples >= n:
+            raise ConfigError(f"data.eval_samples: {d.eval_samples} of the {n} samples leaves none to train on; lower it")
+        stop = n - d.eval_samples
+        evalset = LogoResponses(directory, stop, n) if d.eval_samples else None
+        train = LogoResponses(directory, 0, min(stop, d.max_samples) if d.max_samples else stop)
+        tokens = train.tokens()
+        blob = json.dumps([m["data_hash"], d.eval_samples, len(train)])
+        info = {"path": str(directory), "samples": len(train), "responses_per_sample": full.group, "tokens": tokens,
+                "eval_samples": len(evalset) if evalset else 0, "eval_tokens": evalset.tokens() if evalset else 0,
+                "target_window": m["target_window"], "num_chunks": m["num_chunks"], "num_rejected": m["num_rejected"],
+                "generator": m["generator"]["model"], "tokenizer": m["tokenizer"]}
+        return DataBundle(train, evalset, hashlib.sha256(blob.encode()).hexdigest()[:16], int(m["max_real_length"]),
+                          max(1, tokens // max(1, len(train))), info)
+
+    def data_collator(self):
+        tok = self.tokenizer
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        return functools.partial(collate_responses, pad_id=int(pad))
+
+    # --- model ----------------------------------------------------------------------------------------
+    def model_window(self, data: DataBundle) -> int:
+        """The context window the model will have (after `rope`), read from its config without loading weights."""
+        from transformers import AutoConfig
+
+        c = self.config
+        if isinstance(c.base_model, ScratchModel):
+            kw = dict(c.base_model.config)
+            mc = AutoConfig.for_model(kw.pop("model_type", "llama"), **kw)
+        else:
+            from ctxbench.harness.core.models import materialize, resolve
+
+            mc = AutoConfig.from_pretrained(materialize(resolve(c.base_model)))
+        apply_rope(mc, c.rope, data.seq_len)
+        return int(mc.max_position_embeddings)
+
+    def build_model(self, data: DataBundle) -> Any:
+        window, target = self.model_window(data), int(self.manifest["target_window"])
+        if window < target:
+            raise ConfigError(f"rope: the model's window {window} is below the data's target window K={target}; set "
+                              f"rope.max_position_embeddings: {target} (short-context models keep their RoPE base, as the "
+                              "authors' code) or synthesize with a smaller target_window")
+        model = super().build_model(data)
+        if self.config.lora is None:
+            return model
+        from ctxbench.trainers.logo.lora import summary, wrap
+
+        model = wrap(model, self.config.lora)
+        self.lora_summary = summary(model, self.config.lora)
+        return model
+
+    def hf_trainer_class(self) -> type:
+        c = self.config
+        return make_hf_trainer(group=int(self.manifest["responses_per_sample"]), beta=c.beta, gamma=c.gamma,
+                               sft_weight=c.sft_weight, preference=c.objective == "logo")
+
+    def training_arguments(self, data: DataBundle) -> dict[str, Any]:
+        kw = super().training_arguments(data)
+        kw.update(include_num_input_tokens_seen="non_padding", label_names=["labels"], prediction_loss_only=True)
+        return {**kw, **self.config.extra_args}
+
+    # --- outputs --------------------------------------------------------------------------------------
+    def save_final(self, hf: Any, out: Path) -> None:
+        """Merge LoRA into a plain HF directory at out; the adapter itself goes to out/adapter."""
+        if self.config.lora is None:
+            return super().save_final(hf, out)
+        hf.save_model(str(out / "adapter"))  # gathers ZeRO-3 shards; adapter + embeddings/norms
+        if not hf.is_world_process_zero():
+            return None
+        from peft import PeftModel
+
+        data = DataBundle(None, None, "", int(self.manifest["max_real_length"]), 1)
+        merged = PeftModel.from_pretrained(HFTrainer.build_model(self, data), str(out / "adapter")).merge_and_unload()
+        merged.save_pretrained(str(out))
+        return None
+
+    def manifest_extra(self, hf: Any) -> dict[str, Any]:
+        c, m = self.config, self.manifest
+        return {"objective": c.objective, "beta": c.beta, "gamma": c.gamma, "sft_weight": c.sft_weight, "lora": self.lora_summary,
+                "logo_data": {k: m.get(k) for k in ("target_window", "num_chunks", "num_rejected", "scorer", "threshold",
+                                                     "chunk_tokens", "sparse_fraction", "generator", "drops")}}
+
+    def train(self, *, callbacks=(), fresh: bool = False):
+        return super().train(callbacks=[*callbacks, metrics_callback(self)], fresh=fresh)
+
+
+def metrics_callback(trainer: LogoTrainer) -> Any:
+    """Append the logged rewards and SFT loss to <run>/metrics.jsonl (rank 0), for reward-margin curves."""
+    from transformers import TrainerCallback
+
+    class MetricsLog(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not state.is_world_process_zero or not logs:
+                return
+            row = {k: float(v) for k, v in logs.items() if "rewards/" in k or "sft_loss" in k}
+            if row:
+                split = "eval" if any(k.startswith("eval_") for k in row) else "train"
+                row = {k.removeprefix("eval_"): v for k, v in row.items()}
+                append_jsonl(trainer.run.dir / METRICS, [{"step": state.global_step, "split": split, **row}])
+
+    return MetricsLog()
