@@ -107,3 +107,19 @@ def test_untrusted_state_never_skips_a_count():
     assert not state.trusted
     assert not FitState(verify="full", additive=True, exact=True).trusted
     assert FitState(verify="fast", additive=True, exact=True).trusted
+
+
+def test_uuid_costs_by_table_equal_real_counts(smol_tokenizer, data_dir):
+    """niah_multikey_3's haystack is costed from tables (no tokenization): the sums equal real counts."""
+    import uuid
+
+    import numpy as np
+
+    from ctxbench.tasks.ruler import uuid_costs
+
+    ctx = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer), data_dir=data_dir)
+    ids = uuid_costs.draw(np.random.default_rng(11), 4000)
+    texts = uuid_costs.texts(ids)
+    assert all(uuid.UUID(t).version == 4 and str(uuid.UUID(t)) == t for t in texts)
+    real = ctx.piece_counts([" " + t for t in texts])
+    assert (uuid_costs.UuidCosts(ctx)(ids) == real).all()

@@ -3,8 +3,9 @@
 A line is the needle template with a key and a value, e.g. `One of the special magic numbers for {key} is:
 {value}.`. Where the tokenizer is additive at the boundaries inside a line (checked once per tokenizer, see
 core.additivity), a line's cost is the cost of the template's literal parts plus table look-ups: a word key as
-" adjective" + "-noun", a 7-digit number as " ddd" + "dddd", a uuid as eight groups of 4 hex digits. So a
-128K-token haystack of ~6,000 random lines is costed without tokenizing it. Otherwise every line is tokenized.
+" adjective" + "-noun", a 7-digit number as " ddd" + "dddd", a uuid as its digits, letter runs and dashes
+(tasks/ruler/uuid_costs.py). So a 128K-token haystack of ~6,000 random lines is costed without tokenizing it.
+Otherwise every line is tokenized.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from ctxbench.harness.core.additivity import check
 from ctxbench.harness.core.io import cached_npy
 from ctxbench.harness.core.models import cache_dir, tokenizer_fingerprint
 from ctxbench.tasks.haystacks import wonderwords_lists
+from ctxbench.tasks.ruler import uuid_costs
 
-HEX = [f"{i:04x}" for i in range(1 << 16)]
 DIGITS4 = [f"{i:04d}" for i in range(10_000)]
 
 
@@ -36,17 +37,14 @@ class Values:
             return nrng.integers(10**6, 10**7, size=(m, 1))
         if self.kind == "words":
             return np.stack([nrng.integers(0, len(self.adj), m), nrng.integers(0, len(self.noun), m)], axis=1)
-        g = nrng.integers(0, 1 << 16, size=(m, 8))
-        g[:, 3] = (g[:, 3] & 0x0FFF) | 0x4000  # uuid4: version 4, RFC 4122 variant (as uuid.UUID(version=4))
-        g[:, 4] = (g[:, 4] & 0x3FFF) | 0x8000
-        return g
+        return uuid_costs.draw(nrng, m)
 
     def text(self, ids: np.ndarray) -> list[str]:
         if self.kind == "numbers":
             return [str(v) for v in ids[:, 0].tolist()]
         if self.kind == "words":
             return [f"{self.adj[a]}-{self.noun[b]}" for a, b in ids.tolist()]
-        return [f"{HEX[a]}{HEX[b]}-{HEX[c]}-{HEX[d]}-{HEX[e]}-{HEX[f]}{HEX[g]}{HEX[h]}" for a, b, c, d, e, f, g, h in ids.tolist()]
+        return uuid_costs.texts(ids)
 
     def parts(self, row: list[int]) -> list[str]:
         """The pieces whose costs add up to the cost of " " + text (when the tokenizer is additive between them)."""
@@ -54,17 +52,14 @@ class Values:
             return [f" {row[0] // 10_000}", DIGITS4[row[0] % 10_000]]
         if self.kind == "words":
             return [" " + self.adj[row[0]], "-" + self.noun[row[1]]]
-        a, b, c, d, e, f, g, h = row
-        return [" " + HEX[a], HEX[b], "-" + HEX[c], "-" + HEX[d], "-" + HEX[e], "-" + HEX[f], HEX[g], HEX[h]]
+        return uuid_costs.pieces(self.text(np.asarray([row]))[0])
 
     def tables(self, ctx) -> list[np.ndarray]:
-        """Per part, the cost of every possible piece (cached on disk per tokenizer)."""
+        """Per part, the cost of every possible piece (numbers, words; cached on disk per tokenizer)."""
         if self.kind == "numbers":
             groups = [[f" {i}" for i in range(100, 1000)], DIGITS4]
-        elif self.kind == "words":
-            groups = [[" " + w for w in self.adj], ["-" + w for w in self.noun]]
         else:
-            groups = [[" " + x for x in HEX], HEX, ["-" + x for x in HEX]]
+            groups = [[" " + w for w in self.adj], ["-" + w for w in self.noun]]
         fp = ctx.cached(("fingerprint",), lambda: tokenizer_fingerprint(ctx.tokenizer))
 
         def make(pieces=groups):
@@ -79,13 +74,13 @@ class Values:
         return out
 
     def costs(self, ctx, ids: np.ndarray) -> np.ndarray:
-        t = self.tables(ctx)
         if self.kind == "numbers":
+            t = self.tables(ctx)
             return t[0][ids[:, 0] // 10_000 - 100] + t[1][ids[:, 0] % 10_000]
         if self.kind == "words":
+            t = self.tables(ctx)
             return t[0][ids[:, 0]] + t[1][ids[:, 1]]
-        sp, plain, dash = t
-        return sp[ids[:, 0]] + plain[ids[:, 1]] + dash[ids[:, 2:6]].sum(axis=1) + plain[ids[:, 6]] + plain[ids[:, 7]]
+        return ctx.cached(("uuid-costs",), lambda: uuid_costs.UuidCosts(ctx))(ids)
 
 
 class NeedleLines:
