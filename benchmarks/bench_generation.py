@@ -4,12 +4,13 @@
         [--samples 10,500] [--lengths 65536,131072] [--compare niah_single_2,...] [--json OUT]
 
 The reference is a RULER checkout you provide (nothing of it is copied into this repository). Both sides use
-the same tokenizer (the embedded smollm2-135m model's HF directory), chat template and data: the essays are
-written into the checkout as scripts/data/synthetic/json/PaulGrahamEssays.json (read exactly as our
-tasks/haystacks.py reads them), SQuAD and HotpotQA (converted to the official layout) as json/squad.json and
-json/hotpotqa.json. The reference runs as a subprocess with the arguments scripts/data/prepare.py would pass;
-a sitecustomize on its PYTHONPATH records the CPU time (time.process_time) of its tokenizer calls and of its
-sample loop, and stands in for missing nltk punkt data.
+the same tokenizer (the embedded smollm2-135m model's HF directory), chat template and data, written into the
+checkout: the essays as scripts/data/synthetic/json/PaulGrahamEssays.json (read exactly as our
+tasks/haystacks.py reads them), SQuAD and HotpotQA (converted to the official layout, and repeated up to 1000
+questions, since the reference asks question i for sample i) as json/squad.json and json/hotpotqa.json, and a
+stand-in for its CWE word list where the checkout has only a Git LFS pointer. The reference runs as a subprocess
+with the arguments scripts/data/prepare.py would pass; a sitecustomize on its PYTHONPATH records the CPU time
+(time.process_time) of its tokenizer calls and of its sample loop, and stands in for missing nltk punkt data.
 
 Per task, length and sample count N, the two sides alternate (reference, then ours), and report:
   ours:  CPU time of task.generate() per sample in the default mode (verify=fast), the fitting state reset at
@@ -113,7 +114,8 @@ def ensure_data(ruler: Path, data_dir: Path) -> None:
         for r in rows:  # the HF datasets layout -> the official [[title, sentences], ...]
             if isinstance(r["context"], dict):
                 r["context"] = [list(p) for p in zip(r["context"]["title"], r["context"]["sentences"])]
-        (json_dir / "hotpotqa.json").write_text(json.dumps(rows))
+        # the reference asks question i for sample i: repeat a small file (the same documents) up to 1000 questions
+        (json_dir / "hotpotqa.json").write_text(json.dumps(rows * -(-1000 // len(rows))))
 
 
 def run_reference(name, ruler, python, tok_path, chat, length, n, timeout, scratch) -> dict:
