@@ -204,11 +204,15 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
 
 
 def _score_cells(cells, done, backend, ctx, suite, store, outcome: RunOutcome, console, name: str) -> None:
+    """Score every cell. The bar's total is prompt tokens (a 128K sample is far more work than a 4K one, so the
+    ETA is right across lengths); it advances after every batch (one sample on CPU) and shows samples done."""
     batch_size = max(1, int(getattr(backend, "batch_size", 1)))
     if not cells:
         return
-    with progress(console) as bar:
-        job = bar.add_task(f"scoring {name}", total=outcome.planned, completed=outcome.done)
+    work = sum(len(c.indices) * c.length for c in cells)
+    finished = sum(c.length for c in cells for j in c.indices if f"{c.task.name}@{c.length}#{j}" in done)
+    with progress(console, count="{task.fields[samples]}") as bar:
+        job = bar.add_task(f"scoring {name}", total=work, completed=finished, samples=_count(outcome))
         for cell in cells:
             todo = [j for j in cell.indices if f"{cell.task.name}@{cell.length}#{j}" not in done]
             if not todo:
@@ -227,7 +231,12 @@ def _score_cells(cells, done, backend, ctx, suite, store, outcome: RunOutcome, c
                             outcome.errors[error_reason(r["error"])] += 1
                         else:
                             outcome.done += 1
-                    bar.advance(job, len(batch))
+                    bar.update(job, advance=cell.length * len(batch), samples=_count(outcome))
+
+
+def _count(outcome: RunOutcome) -> str:
+    failed = f", {outcome.failed} failed" if outcome.failed else ""
+    return f"{outcome.done}/{outcome.planned} samples{failed}"
 
 
 def error_reason(error: str) -> str:

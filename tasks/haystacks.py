@@ -221,4 +221,6 @@ class EssayLayout:
         edges = [[head, words[0]] + run(1, 3) + [tail]]
         edges += [[head, p] + run(0, 3) for p in pieces[:16]]
         edges += [run(int(i), 3) + [tail] for i in rng.integers(0, len(words), 16)] + [run(0, 2) + [" " + p, tail] for p in pieces[:16]]
-        return {"essay words": word, "pieces in the essay": inserts, "template edges": edges}
+        # every boundary between two words of the essay (its wrap-around included), in chunks that overlap by a word
+        every = [[" " + words[j % len(words)] for j in range(i, min(i + 4096, len(words)) + 1)] for i in range(0, len(words), 4096)]
+        return {"essay words": word + every, "pieces in the essay": inserts, "template edges": edges}

@@ -44,20 +44,27 @@ def refused(reason: str) -> Additivity:
     return Additivity(False, {}, reason)
 
 
-def check(ctx, probes: dict[str, list[list[str]]]) -> Additivity:
-    """Count every probe sequence whole, by pieces and by adjacent pairs; cached per tokenizer and probe set."""
+def check(ctx, probes: dict[str, list[list[Any]]]) -> Additivity:
+    """Count every probe sequence whole, by pieces and by adjacent pairs. Each kind's verdict is cached on disk by
+    tokenizer fingerprint and a hash of its sequences, so kinds that tasks share (the essay) are checked once."""
     fp = ctx.cached(("fingerprint",), lambda: tokenizer_fingerprint(ctx.tokenizer))
-    digest = hashlib.sha256(json.dumps([PROBE_VERSION, fp, probes], sort_keys=True).encode()).hexdigest()[:20]
+    kinds = {kind: _cached_kind(ctx, fp, kind, seqs) for kind, seqs in probes.items()}
+    return Additivity(all(not v["failures"] for v in kinds.values()) and bool(kinds), kinds)
+
+
+def _cached_kind(ctx, fp: str, kind: str, sequences: list[list[Any]]) -> dict[str, Any]:
+    digest = hashlib.sha256(json.dumps([PROBE_VERSION, fp, sequences]).encode()).hexdigest()[:20]
+    memo = ctx.cached(("additivity-kinds",), dict)
+    if digest in memo:
+        return memo[digest]
     path = cache_dir("additivity") / f"{digest}.json"
-    if path.exists():
-        try:
-            d = json.loads(path.read_text())
-            return Additivity(bool(d["additive"]), d["kinds"])
-        except (ValueError, KeyError, OSError):
-            pass  # a corrupt cache entry: check again
-    kinds = {kind: _check_kind(ctx, seqs) for kind, seqs in probes.items()}
-    result = Additivity(all(not v["failures"] for v in kinds.values()) and bool(kinds), kinds)
-    atomic_write_json(path, {"additive": result.additive, "kinds": kinds, "tokenizer": fp})
+    try:
+        memo[digest] = json.loads(path.read_text())["result"]
+        return memo[digest]
+    except (OSError, ValueError, KeyError):
+        pass  # not checked yet (or a corrupt entry): check now
+    memo[digest] = result = _check_kind(ctx, sequences)
+    atomic_write_json(path, {"kind": kind, "tokenizer": fp, "result": result})
     return result
 
 
