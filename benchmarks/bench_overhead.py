@@ -1,31 +1,32 @@
-"""Harness overhead: end-to-end `ctxbench score` time vs the raw backend on the same prompts.
+"""The default HF configuration against a plain transformers loop and against the machine's physical bound.
 
-    python benchmarks/bench_overhead.py --data-dir ../shared/data                 # HF on CPU (small)
-    python benchmarks/bench_overhead.py --backend vllm --lengths 4096,8192 --samples 20   # on a GPU
+    python benchmarks/bench_overhead.py --data-dir ../shared/data            # 1K, 4K, 8K; defaults as `ctxbench score`
+    python benchmarks/bench_overhead.py --lengths 1024 --samples 4 --repeats 3
 
-What is timed:
+ctxbench runs with its defaults (dtype auto: measured per machine; batch size and threads as `ctxbench score`
+picks them) through `harness.runner.run` on RULER samples at each length; the sample cache is filled first, so
+the timing is the run loop (cached samples, tokenization, generation, scoring, store appends). Interleaved with
+it, on the same prompts and the same threads:
+- plain-b1: `model.generate(input_ids)` one prompt at a time, in the dtype ctxbench chose;
+- plain-padded: the prompts of a length as one left-padded batch (what a batch_size > 1 loop does);
+- plain-b1-<other dtype>: one prompt at the first length, to show what the dtype choice is worth.
+Throughput is prompt tokens per second of wall time, end to end (prefill + greedy decode to EOS or the task's
+budget). "best plain" is the fastest plain variant at that length; target: ctxbench within 10% of it.
 
-- **harness**: `harness.runner.run()` with a fresh store and warm sample cache: reading the cached samples,
-  rendering checks, batching, the backend's tokenization/truncation/padding/decoding, scoring, and the
-  fsynced store appends. The backend is built once outside the timing (model loading is the same for
-  both sides), by registering the pre-built instance under a bench-only name.
-- **raw**: the same model called directly on the same token ids in the same batches the harness sent
-  (recorded from the backend during the first run): `model.generate` on the left-padded batch for HF,
-  `llm.generate` on the same TokensPrompts and SamplingParams for vLLM. Tokenization happens before
-  the timer starts, so raw is a lower bound.
-
-Harness and raw runs alternate (`--repeats`, after one warm-up of each) and the table shows medians;
-overhead = harness / raw - 1 (target: <= 3%). On a shared machine two runs of the same generate calls
-differ by several percent, so the table also shows the **in-run** overhead: harness wall time over the
-time spent inside the model's own generate calls *during that same harness run* (model.generate for HF,
-llm.generate for vLLM, timed by a wrapper), which is immune to run-to-run noise.
+The physical bound: prefill FLOPs per token at length L (2 x the parameters of the transformer layers, plus the
+causal attention's 2 x layers x L x hidden) divided by the FLOP rate of a matmul of the model's shapes measured
+here, in the same dtype and threads. ctxbench's prefill throughput (its rows' prefill_seconds) is shown as a
+share of it. On a shared machine wall times are noisy: the load average is printed, and ratios are taken
+within one run, from medians over --repeats.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import io
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -33,195 +34,136 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
-def build_suite(args):
-    from ctxbench.harness.core.config import Suite, TaskSpec
-
-    tasks = [TaskSpec(task=t, args={"tokens_to_generate": args.tokens_to_generate}) for t in args.tasks.split(",")]
-    return Suite(name="bench-overhead", lengths=[int(x) for x in args.lengths.split(",")], samples=args.samples, tasks=tasks)
-
-
-def make_backend(args):
-    if args.backend == "hf":
-        from ctxbench.harness.backends.hf import HFBackend
-
-        return HFBackend(model=args.model, dtype=args.dtype, threads=args.threads, batch_size=args.batch_size, device=args.device)
-    from ctxbench.harness.backends.vllm_engine import VLLMBackend
-
-    return VLLMBackend(model=args.model, max_model_len=args.max_model_len, gpu_memory_utilization=0.5,
-                       batch_size=args.batch_size or 512)
+def flops_per_token(config, length: int) -> float:
+    """Prefill FLOPs per prompt token at this length: the layers' matmuls plus causal attention (average L/2 keys)."""
+    h, layers = int(config.hidden_size), int(config.num_hidden_layers)
+    inter = int(getattr(config, "intermediate_size", 4 * h))
+    heads, kv = int(config.num_attention_heads), int(getattr(config, "num_key_value_heads", config.num_attention_heads))
+    head_dim = int(getattr(config, "head_dim", h // heads) or h // heads)
+    per_layer = h * heads * head_dim + 2 * h * kv * head_dim + heads * head_dim * h + 3 * h * inter  # q, k+v, o, gated MLP
+    attention = 2 * heads * head_dim * (length / 2)  # QK^T and AV, MACs per token per layer
+    return 2.0 * layers * (per_layer + attention)
 
 
-class Recorder:
-    """Wraps backend.generate: records each batch of requests and the time spent inside the backend."""
+def matmul_flops(torch, dtype, rows: int, hidden: int, inter: int) -> float:
+    from ctxbench.harness.backends.cpu import time_matmul
 
-    def __init__(self, backend):
-        self.backend = backend
-        self.inner = backend.generate
-        self.batches: list = []
-        self.seconds = 0.0
-        self.recording = True
-        backend.generate = self
-
-    def __call__(self, requests):
-        t = time.perf_counter()
-        out = self.inner(requests)
-        self.seconds += time.perf_counter() - t
-        if self.recording:
-            self.batches.append(list(requests))
-        return out
+    return 2.0 * rows * hidden * inter / time_matmul(torch, dtype, rows, hidden, inter, reps=3)
 
 
-class Timed:
-    """Wraps the model's generate to sum the time spent inside it."""
-
-    def __init__(self, fn):
-        self.fn = fn
-        self.seconds = 0.0
-
-    def __call__(self, *a, **kw):
-        t = time.perf_counter()
-        try:
-            return self.fn(*a, **kw)
-        finally:
-            self.seconds += time.perf_counter() - t
-
-
-def wrap_model(backend) -> Timed:
-    if hasattr(backend, "model"):  # HF
-        timed = Timed(backend.model.generate)
-        backend.model.generate = timed
-    else:  # vLLM, one engine in this process
-        timed = Timed(backend.llm.generate)
-        backend.llm.generate = timed
-    return timed
-
-
-def raw_hf(backend, batches):
-    """model.generate on the same left-padded token ids, batch by batch; returns seconds in generate."""
+def plain_generate(backend, prompts, max_new: int, *, model=None, padded: bool = False) -> tuple[float, int]:
+    """(seconds, prompt tokens) of model.generate over the prompts: one at a time, or as one left-padded batch."""
     import torch
 
-    tok, model = backend.tokenizer, backend.model
-    prepared = []
-    for batch in batches:
-        ids = [tok(r.prompt, add_special_tokens=r.add_special_tokens)["input_ids"] for r in batch]
-        padded = tok.pad({"input_ids": ids}, padding=True, return_tensors="pt").to(backend.device)
-        prepared.append((padded, max(r.max_new_tokens for r in batch)))
-    total = 0.0
-    for padded, max_new in prepared:
-        t = time.perf_counter()
-        with torch.inference_mode():
-            model.generate(**padded, max_new_tokens=max_new, do_sample=False, temperature=None, top_p=None, top_k=None,
+    tok, model = backend.tokenizer, model or backend.model
+    t = time.perf_counter()
+    ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    with torch.inference_mode():
+        if padded:
+            batch = tok.pad({"input_ids": ids}, padding=True, return_tensors="pt").to(backend.device)
+            model.generate(**batch, max_new_tokens=max_new, do_sample=False, temperature=None, top_p=None, top_k=None,
                            pad_token_id=tok.pad_token_id)
-        total += time.perf_counter() - t
-    return total
-
-
-def raw_vllm(backend, batches):
-    from ctxbench.harness.backends.ordering import prefix_order
-    from ctxbench.harness.backends.vllm_engine import run_llm
-
-    prepared = []
-    for batch in batches:
-        ids, _ = backend.encode(batch)
-        order = prefix_order(ids)
-        prepared.append(([ids[i] for i in order], [batch[i].max_new_tokens for i in order]))
-    total = 0.0
-    for ids, max_tokens in prepared:
-        t = time.perf_counter()
-        run_llm(backend.llm, backend.vllm, ids, max_tokens, backend.stop_ids)
-        total += time.perf_counter() - t
-    return total
+        else:
+            for x in ids:
+                model.generate(torch.tensor([x], device=backend.device), max_new_tokens=max_new, do_sample=False,
+                               temperature=None, top_p=None, top_k=None, pad_token_id=tok.pad_token_id)
+    return time.perf_counter() - t, sum(map(len, ids))
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backend", choices=["hf", "vllm"], default="hf")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--tasks", default="ruler/niah_single_1,ruler/niah_single_2,ruler/niah_multikey_1")
-    ap.add_argument("--tokens-to-generate", type=int, default=32, help="generation budget of every task")
-    ap.add_argument("--lengths", default="512,1024")
-    ap.add_argument("--samples", type=int, default=1)
-    ap.add_argument("--batch-size", type=int, default=4)
-    ap.add_argument("--dtype", default="float32", help="HF: float32 is fastest on most CPUs")
-    ap.add_argument("--threads", type=int, default=0, help="HF: torch threads (0: torch's default)")
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--max-model-len", type=int, default=0)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--task", default="ruler/niah_single_2")
+    ap.add_argument("--lengths", default="1024,4096,8192")
+    ap.add_argument("--samples", type=int, default=2, help="samples per length")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0, help="0: ctxbench's default (free cores)")
     ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
 
+    import torch
     from rich.console import Console
-    from rich.table import Table
 
-    from ctxbench.harness.core import registry
+    from ctxbench.harness.backends.hf import HFBackend
+    from ctxbench.harness.core import datasets, registry
+    from ctxbench.harness.core.config import Suite, TaskSpec, build_task
+    from ctxbench.harness.core.context import GenContext
+    from ctxbench.harness.core.prompting import PromptRenderer
     from ctxbench.harness.runner import RunPlan, run
 
-    suite = build_suite(args)
-    t = time.perf_counter()
-    backend = make_backend(args)
-    load_s = time.perf_counter() - t
-    rec = Recorder(backend)
-    timed = wrap_model(backend)
-    name = f"bench-{args.backend}"
+    load0 = os.getloadavg()
+    backend = HFBackend(model=args.model, threads=args.threads)  # every other setting at its default
+    info = backend.info()
+    print(f"load average {load0[0]:.2f}; ctxbench defaults: dtype {backend.dtype}, batch_size {backend.batch_size} "
+          f"({info['batching']}), threads {backend.threads}; dtype measurement: {info.get('dtype_measured')}", flush=True)
     registry._load("backend")
-    registry._REGISTRY["backend"][name] = lambda **_: backend  # the pre-built instance, outside the timing
+    registry._REGISTRY["backend"]["bench-hf"] = lambda **_: backend  # the pre-built instance, outside the timing
+    lengths = [int(x) for x in args.lengths.split(",")]
+    out_dir = Path(tempfile.mkdtemp(prefix="ctxbench-overhead-"))
     quiet = Console(file=io.StringIO())
-    out_dir = Path(tempfile.mkdtemp(prefix="ctxbench-bench-"))
-    plan = RunPlan(suite, args.model, name, {}, out_dir, args.data_dir)
-    raw_fn = raw_hf if args.backend == "hf" else raw_vllm
+    ctx = GenContext(backend.tokenizer, PromptRenderer(backend.tokenizer), data_dir=args.data_dir)
+    cells = {}
+    for length in lengths:  # fill the sample cache first: generation is not what is timed here
+        suite = Suite(name=f"overhead-{length}", lengths=[length], samples=args.samples, tasks=[TaskSpec(task=args.task)])
+        task = build_task(suite.tasks[0], where="task")
+        samples = datasets.generate(task, length=length, indices=range(args.samples), seed=suite.seed, ctx=ctx)
+        cells[length] = (suite, [s.prompt for s in samples], max(s.max_new_tokens for s in samples))
 
-    t = time.perf_counter()
-    store = run(plan, fresh=True, console=quiet)  # warm-up: generates (and caches) samples, records the batches
-    first_s = time.perf_counter() - t
-    rec.recording = False
-    batches = rec.batches
-    n_req = sum(len(b) for b in batches)
-    rows = list(store.latest().values())
-    raw_fn(backend, batches)  # warm-up of the raw path
+    other = torch.float32 if backend.dtype == "bfloat16" else torch.bfloat16
+    other_model = copy.deepcopy(backend.model).to(other)
+    times: dict[tuple[int, str], list[float]] = {}
+    prefill: dict[int, list[float]] = {}
+    tokens: dict[int, int] = {}
+    for rep in range(args.repeats):
+        for length in lengths:
+            suite, prompts, max_new = cells[length]
+            plan = RunPlan(suite, args.model, "bench-hf", {}, out_dir, args.data_dir)
+            t = time.perf_counter()
+            outcome = run(plan, fresh=True, console=quiet)
+            times.setdefault((length, "ctxbench"), []).append(time.perf_counter() - t)
+            rows = list(outcome.store.latest().values())
+            tokens[length] = sum(r["prompt_tokens"] for r in rows)
+            prefill.setdefault(length, []).append(sum(r["prefill_seconds"] for r in rows))
+            for name, kw in (("plain-b1", {}), ("plain-padded", {"padded": True})):
+                s, _ = plain_generate(backend, prompts, max_new, **kw)
+                times.setdefault((length, name), []).append(s)
+            if length == lengths[0]:
+                s, _ = plain_generate(backend, prompts[:1], max_new, model=other_model)
+                times.setdefault((length, f"plain-b1-{str(other).split('.')[-1]}"), []).append(s * len(prompts))
+            print(f"rep {rep} L={length}: " + ", ".join(f"{k[1]} {v[-1]:.1f}s" for k, v in times.items() if k[0] == length)
+                  + f" (load {os.getloadavg()[0]:.1f})", flush=True)
 
-    harness_s, raw_s, inside_s, model_s = [], [], [], []
-    for _ in range(args.repeats):
-        rec.seconds = timed.seconds = 0.0
-        t = time.perf_counter()
-        run(plan, fresh=True, console=quiet)
-        harness_s.append(time.perf_counter() - t)
-        inside_s.append(rec.seconds)
-        model_s.append(timed.seconds)
-        raw_s.append(raw_fn(backend, batches))
-    inrun = [h_ / m_ - 1 for h_, m_ in zip(harness_s, model_s)]
-
-    h, r = statistics.median(harness_s), statistics.median(raw_s)
-    result = {
-        "backend": args.backend, "model": args.model, "device": getattr(backend, "device", "cuda"),
-        "tasks": args.tasks, "lengths": args.lengths, "requests": n_req, "batches": len(batches),
-        "prompt_tokens": sum(x["prompt_tokens"] for x in rows), "generated_tokens": sum(x["generated_tokens"] for x in rows),
-        "model_load_s": round(load_s, 2), "first_run_s (incl. sample generation)": round(first_s, 2),
-        "raw_s": [round(x, 3) for x in raw_s], "harness_s": [round(x, 3) for x in harness_s],
-        "backend_generate_s": [round(x, 3) for x in inside_s],
-        "raw_median_s": round(r, 3), "harness_median_s": round(h, 3), "ratio": round(h / r, 4),
-        "overhead_pct": round(100 * (h / r - 1), 2), "overhead_pct_best": round(100 * (min(harness_s) / min(raw_s) - 1), 2),
-        "model_generate_in_harness_s": [round(x, 3) for x in model_s],
-        "inrun_overhead_pct": [round(100 * x, 2) for x in inrun], "inrun_overhead_pct_median": round(100 * statistics.median(inrun), 2),
-    }
-    table = Table(title=f"harness overhead: {args.backend} {args.model} ({n_req} requests in {len(batches)} batches, "
-                        f"{result['prompt_tokens']} prompt + {result['generated_tokens']} generated tokens)")
-    for col in ("", "median s", "min s", "runs s"):
-        table.add_column(col, justify="right" if col else "left")
-    for label, xs in (("raw generate (separate replay)", raw_s), ("model generate inside harness run", model_s),
-                      ("backend.generate (in harness)", inside_s), ("harness run()", harness_s)):
-        table.add_row(label, f"{statistics.median(xs):.3f}", f"{min(xs):.3f}", " ".join(f"{x:.2f}" for x in xs))
-    table.add_row("ratio harness / raw replay", f"{h / r:.4f}", f"{min(harness_s) / min(raw_s):.4f}", "")
-    table.add_row("overhead vs raw replay", f"{100 * (h / r - 1):+.2f}%", f"{100 * (min(harness_s) / min(raw_s) - 1):+.2f}%",
-                  "noisy on a shared machine")
-    table.add_row("overhead in-run (harness / its generate calls)", f"{100 * statistics.median(inrun):+.2f}%",
-                  f"{100 * min(inrun):+.2f}%", " ".join(f"{100 * x:+.2f}%" for x in inrun) + "  target <= 3%")
-    Console().print(table)
+    config = backend.model.config
+    dtype = getattr(torch, backend.dtype)
+    result = {"defaults": {"dtype": backend.dtype, "batch_size": backend.batch_size, "threads": backend.threads,
+                           "dtype_measured": info.get("dtype_measured")}, "lengths": {}, "load_before": load0}
+    print(f"\n== ctxbench defaults vs plain transformers loops ({args.model}, {args.task}, {args.samples} prompts per length, "
+          f"median of {args.repeats}) ==")
+    print(f"{'length':>7} {'prompt tok':>10} {'ctxbench tok/s':>14} " + " ".join(f"{n:>18}" for n in ("plain-b1", "plain-padded"))
+          + f" {'vs best plain':>13} {'prefill tok/s':>13} {'bound tok/s':>11} {'of bound':>8}")
+    for length in lengths:
+        n = tokens[length]
+        rate = {name: n / statistics.median(v) for (L, name), v in times.items() if L == length}
+        best = max(v for k, v in rate.items() if k.startswith("plain"))
+        bound = matmul_flops(torch, dtype, length, int(config.hidden_size), int(getattr(config, "intermediate_size", 4 * config.hidden_size))) \
+            / flops_per_token(config, length)
+        pre = n / statistics.median(prefill[length])
+        result["lengths"][length] = {"prompt_tokens": n, "tok_per_s": rate, "best_plain": best, "ratio_vs_best_plain": rate["ctxbench"] / best,
+                                     "prefill_tok_per_s": pre, "bound_tok_per_s": bound, "share_of_bound": pre / bound,
+                                     "flops_per_token": flops_per_token(config, length)}
+        print(f"{length:>7} {n:>10} {rate['ctxbench']:>14.1f} {rate['plain-b1']:>18.1f} {rate['plain-padded']:>18.1f} "
+              f"{rate['ctxbench'] / best:>12.3f}x {pre:>13.1f} {bound:>11.1f} {100 * pre / bound:>7.1f}%")
+        for name, r in rate.items():
+            if name.startswith("plain-b1-"):
+                print(f"{'':>7} {name}: {r:.1f} tok/s ({r / rate['plain-b1']:.2f}x the {backend.dtype} loop)")
+    load1 = os.getloadavg()
+    result["load_after"] = load1
+    print(f"load average after: {load1[0]:.2f}; target: ctxbench >= 0.9x the best plain loop at every length")
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+        args.json.write_text(json.dumps(result, indent=1, default=str))
     return 0
 
 

@@ -241,11 +241,15 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
 
 
 def _score_cells(cells, done, backend, ctx, suite, store, outcome: RunOutcome, console, name: str) -> None:
+    """Score every cell. The bar's total is prompt tokens (a 128K sample is far more work than a 4K one, so the
+    ETA is right across lengths); it advances after every batch (one sample on CPU) and shows samples done."""
     batch_size = max(1, int(getattr(backend, "batch_size", 1)))
     if not cells:
         return
-    with progress(console) as bar:
-        job = bar.add_task(f"scoring {name}", total=outcome.planned, completed=outcome.done)
+    work = sum(len(c.indices) * c.length for c in cells)
+    finished = sum(c.length for c in cells for j in c.indices if f"{c.task.name}@{c.length}#{j}" in done)
+    with progress(console, count="{task.fields[samples]}") as bar:
+        job = bar.add_task(f"scoring {name}", total=work, completed=finished, samples=_count(outcome))
         for cell in cells:
             todo = [j for j in cell.indices if f"{cell.task.name}@{cell.length}#{j}" not in done]
             if not todo:
@@ -267,7 +271,12 @@ def _score_cells(cells, done, backend, ctx, suite, store, outcome: RunOutcome, c
                             outcome.errors[error_reason(r["error"])] += 1
                         else:
                             outcome.done += 1
-                    bar.advance(job, len(batch))
+                    bar.update(job, advance=cell.length * len(batch), samples=_count(outcome))
+
+
+def _count(outcome: RunOutcome) -> str:
+    failed = f", {outcome.failed} failed" if outcome.failed else ""
+    return f"{outcome.done}/{outcome.planned} samples{failed}"
 
 
 def _run_external(tasks: list[Any], suite: Suite, backend, renderer, store: RunStore, console: Console) -> None:
@@ -303,7 +312,10 @@ def _row(task, s: Sample, p: Prediction) -> dict[str, Any]:
         "id": s.id, "task": s.task, "category": task.category, "length": s.length, "index": s.index,
         "depths": list(s.depths), "prompt_hash": s.prompt_hash, "prompt_tokens": p.prompt_tokens or s.prompt_tokens,
         "max_new_tokens": s.max_new_tokens, "prediction": p.text, "generated_tokens": p.generated_tokens,
-        "seconds": round(p.seconds, 4), "metric": s.metric, "score": score, "empty": is_empty(p.text),
+        "seconds": round(p.seconds, 4), "timing": p.timing,
+        "prefill_seconds": None if p.prefill_seconds is None else round(p.prefill_seconds, 4),
+        "decode_seconds": None if p.decode_seconds is None else round(p.decode_seconds, 4),
+        "metric": s.metric, "score": score, "empty": is_empty(p.text),
         "answers": list(s.answers), "truncated_tokens": p.truncated_tokens, "error": p.error,
         "depth": s.meta.get("depth"), "position": s.meta.get("position"),
         "meta": {k: v for k, v in s.meta.items() if k not in ("depth", "position", "user_text")},

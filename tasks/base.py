@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from ctxbench.harness.core.additivity import Additivity, check, refused
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.fitting import FitState
 from ctxbench.harness.core.prompting import Rendered
@@ -48,6 +49,14 @@ def check_depths(depths: list[float] | None, n: int, per: str) -> None:
     if len(depths) not in (1, n):
         raise ValueError(f"depths: give 1 or {n} values (one per {per}), got {len(depths)}")
     check_points(depths, top=100, name="depths", unit="a percentage")
+
+
+def rendered_edges(ctx: GenContext, head: str, tail: str, prefix: str) -> tuple[str, str] | None:
+    """The rendered prompt around a task's context: (template + text before it, text after it + template + answer
+    prefix); None if the template does not carry the task text verbatim."""
+    mark = "\x00"
+    text = ctx.renderer.render(head + mark + tail, prefix).text
+    return tuple(text.split(mark)) if text.count(mark) == 1 else None  # type: ignore[return-value]
 
 
 def sample_seed(*parts: Any) -> int:
@@ -97,7 +106,28 @@ class Task:
         return random.Random(s), np.random.default_rng(s)
 
     def fit_state(self, ctx: GenContext, length: int) -> FitState:
-        return ctx.fit_states.setdefault((self.name, json.dumps(self.args_json(), sort_keys=True), length), FitState(verify=ctx.verify))
+        key = (self.name, json.dumps(self.args_json(), sort_keys=True), length)
+        state = ctx.fit_states.get(key)
+        if state is None:
+            additive = ctx.verify == "fast" and self.additivity(ctx).additive
+            state = ctx.fit_states[key] = FitState(verify=ctx.verify, additive=additive)
+        return state
+
+    def boundary_probes(self, ctx: GenContext) -> dict[str, list[list[str]]] | Additivity | None:
+        """Per kind of boundary in this task's prompts, sequences of real pieces in prompt order (see core.additivity),
+        built from fixed draws so that the check is cached per tokenizer. None: not declared, so every prompt is
+        tokenized in full; an Additivity from `refused(reason)`: the fast path cannot apply."""
+        return None
+
+    def additivity(self, ctx: GenContext) -> Additivity:
+        """Whether this task's piece counts may be trusted on ctx's tokenizer and template (once per context)."""
+        def make() -> Additivity:
+            probes = self.boundary_probes(ctx)
+            if probes is None:
+                return refused("the task declares no boundary probes")
+            return probes if isinstance(probes, Additivity) else check(ctx, probes)
+
+        return ctx.cached(("additivity", self.name, json.dumps(self.args_json(), sort_keys=True), ctx.renderer.template), make)
 
     def make_sample(self, *, length: int, index: int, text: Rendered, tokens: int, answers, depths=(), meta=None) -> Sample:
         return Sample(

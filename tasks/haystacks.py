@@ -110,12 +110,12 @@ class WordHaystack:
         return self.words * full + self.words[:rest]
 
     def boundaries(self, n: int) -> np.ndarray:
-        """Sentence-boundary insertion points within the first n words (always includes 0 and n)."""
+        """Sentence-boundary insertion points within the first n words, ascending (always includes 0 and n)."""
         full, rest = divmod(n, len(self.words))
         parts = [self.sentence_ends + k * len(self.words) for k in range(full)]
-        parts.append(self.sentence_ends[self.sentence_ends <= rest] + full * len(self.words))
-        pts = np.concatenate([[0], *parts, [n]])
-        return np.unique(pts[pts <= n])
+        parts.append(self.sentence_ends[:int(np.searchsorted(self.sentence_ends, rest, side="right"))] + full * len(self.words))
+        pts = np.concatenate([[0], *parts]).astype(np.int64)  # sentence ends are >= 1 and ascending: no sort needed
+        return pts if pts[-1] == n else np.append(pts, n)
 
 
 def word_haystack(text: str, tokenizer, fingerprint: str) -> WordHaystack:
@@ -180,3 +180,85 @@ def sequence_cum(ctx, key: tuple, piece: Callable[[int], str], n: int) -> np.nda
         costs = ctx.piece_counts([piece(i) for i in range(have, size)])
         holder["cum"] = cum = np.concatenate([cum, cum[-1] + np.cumsum(costs)])
     return cum
+
+
+def line_costs(ctx, line: str, sep: str = "\n", k: int = 64) -> tuple[float, float]:
+    """(stand-alone, in context) tokens of one more `sep + line`: equal where the tokenizer is additive.
+
+    In context = what a run of k + 1 such lines costs per added line; a tokenizer whose merges cross lines
+    makes it smaller, and unit caps computed from the stand-alone cost alone would then underfill.
+    """
+    def make():
+        alone, first, run = ctx.piece_counts([sep + line, line, line + (sep + line) * k])
+        return float(alone), float(run - first) / k
+
+    return ctx.cached(("line-costs", line, sep, k), make)
+
+
+class EssayLayout:
+    """The first n essay words with inserted pieces (needles, statements) at the sentence boundaries nearest
+    their depths (percent of the essay's tokens); pieces at the same boundary keep their order.
+
+    The context is the words and pieces joined by single spaces, so its first piece has no leading space:
+    estimate(n) counts every piece as " piece" and corrects for the first one, whichever it is at this n.
+    """
+
+    def __init__(self, hay: WordHaystack, pieces: list[str], depths: list[float], ctx):
+        self.hay, self.pieces, self.depths = hay, pieces, depths
+        costs = ctx.piece_counts([" " + p for p in pieces] + [p for p in pieces]).astype(float)
+        self.costs, bare = costs[:len(pieces)], costs[len(pieces):]
+        self.first_delta = bare - self.costs  # tokens saved (or added) by opening the context without the space
+        word0 = ctx.cached(("essay-first-word", hay.words[0], len(hay.words)), lambda: ctx.piece_counts([hay.words[0], " " + hay.words[0]]))
+        self.word0_delta = float(word0[0] - word0[1])
+        self.fixed = float(self.costs.sum())
+
+    def cuts(self, n: int) -> tuple[list[tuple[int, int]], float]:
+        """(boundary, piece) pairs in text order, and the essay tokens of the first n words."""
+        hay = self.hay
+        bounds = hay.boundaries(n)
+        positions = hay.tokens(bounds)
+        total = float(hay.tokens(n))
+        return sorted((nearest_boundary(bounds, positions, d / 100 * total), i) for i, d in enumerate(self.depths)), total
+
+    def estimate(self, n: int) -> float:
+        cuts, total = self.cuts(n)
+        first = self.first_delta[cuts[0][1]] if cuts and cuts[0][0] == 0 else (self.word0_delta if n else 0.0)
+        return total + self.fixed + float(first)
+
+    def context(self, n: int) -> tuple[str, list[float]]:
+        """The text, and the realised depth of each piece (percent of the context's estimated tokens)."""
+        hay = self.hay
+        cuts, words_tokens = self.cuts(n)
+        whole = words_tokens + self.fixed
+        chunk = hay.take(n)
+        parts, last, realised, inserted = [], 0, [0.0] * len(self.pieces), 0.0
+        for cut, i in cuts:
+            parts.append(" ".join(chunk[last:cut]))
+            realised[i] = 100 * (float(hay.tokens(cut)) + inserted) / whole if words_tokens else 0.0
+            parts.append(self.pieces[i])
+            inserted += self.costs[i]
+            last = cut
+        parts.append(" ".join(chunk[last:]))
+        return " ".join(p for p in parts if p), realised
+
+    def probes(self, rng, head: str, tail: str, extra: list[str]) -> dict[str, list[list[str]]]:
+        """Sequences of the boundaries this layout makes: word | word (and the essay's wrap-around), sentence end |
+        piece | word, piece | piece, the template's head | first piece, and last piece | the template's tail."""
+        words, ends = self.hay.words, self.hay.sentence_ends
+        pieces = list(self.pieces) + list(extra)
+
+        def run(i: int, k: int) -> list[str]:
+            return [" " + words[(i + j) % len(words)] for j in range(k)]
+
+        word = [run(int(i), 24) for i in rng.integers(0, len(words), 48)] + [run(len(words) - 12, 24)]
+        inserts = []
+        for i in rng.integers(0, len(ends), 48):
+            e = int(ends[i])
+            p, q = pieces[int(rng.integers(len(pieces)))], pieces[int(rng.integers(len(pieces)))]
+            inserts.append(run(e - 3, 3) + [" " + p, " " + q] + run(e, 3))
+        edges = [[head, words[0]] + run(1, 3) + [tail]]
+        edges += [[head, p] + run(0, 3) for p in pieces[:16]]
+        edges += [run(int(i), 3) + [tail] for i in rng.integers(0, len(words), 16)] + [run(0, 2) + [" " + p, tail] for p in pieces[:16]]
+        # every boundary between two words of the essay (its wrap-around included), in chunks that overlap by a word
+        every = [[" " + words[j % len(words)] for j in range(i, min(i + 4096, len(words)) + 1)] for i in range(0, len(words), 4096)]
+        return {"essay words": word + every, "pieces in the essay": inserts, "template edges": edges}

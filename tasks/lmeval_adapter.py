@@ -329,7 +329,7 @@ def sample_rows(results: dict[str, Any], *, backend: Any = None, metric: str | N
                 "prompt_tokens": len(tok(prompt, add_special_tokens=False)["input_ids"]) if tok is not None else 0,
                 "max_new_tokens": budget,
                 "prediction": pred, "generated_tokens": gen_tokens, "seconds": round(per_sample_s, 4),
-                "metric": name or "", "score": score, "empty": is_empty(pred), "answers": answers,
+                "timing": "batch-share", "metric": name or "", "score": score, "empty": is_empty(pred), "answers": answers,
                 "truncated_tokens": 0, "error": None, "depth": None, "position": None,
                 "meta": {"lmeval_task": task, "filter": chosen, "output_type": output_type,
                          "metrics": {m: jsonable(s.get(m)) for m in s.get("metrics") or []},

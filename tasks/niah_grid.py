@@ -63,15 +63,25 @@ class NiahGrid(Task):
         depth = grid[index % len(grid)]
         k = a.num_needles
         depths = [depth] if k == 1 else [float(d) for d in np.linspace(depth, 100.0, k)]  # spread to the end
-        inner = Niah(self.name, NiahArgs(
-            haystack="essay", essays=a.haystack, key_type=a.key_type, value_type=a.value_type, num_keys=k, num_queries=k,
-            depths=depths, tokens_to_generate=a.tokens_to_generate, template=a.template, answer_prefix=a.answer_prefix,
-            needle=a.needle,
-        ))
+        inner = self._inner(depths)
         inner.fit_state = lambda c, n: self.fit_state(c, n)  # one fit state per grid task and length, not per cell
         s = inner.generate(length=length, index=index // len(grid), seed=seed, ctx=ctx)
         meta = {**s.meta, "depth": depth}
         return type(s)(**{**s.__dict__, "index": index, "meta": meta})
+
+
+    def _inner(self, depths: list[float]) -> Niah:
+        a = self.args
+        k = a.num_needles
+        return Niah(self.name, NiahArgs(
+            haystack="essay", essays=a.haystack, key_type=a.key_type, value_type=a.value_type, num_keys=k, num_queries=k,
+            depths=depths, tokens_to_generate=a.tokens_to_generate, template=a.template, answer_prefix=a.answer_prefix,
+            needle=a.needle,
+        ))
+
+    def boundary_probes(self, ctx: GenContext):
+        """The boundaries of the NIAH prompts this grid builds (depths do not change which kinds occur)."""
+        return self._inner([50.0]).boundary_probes(ctx)
 
 
 @register("task", "niah/single")

@@ -50,3 +50,50 @@ def test_too_short_is_a_clear_error():
     build, count, est = make([10] * 10, fixed=500)
     with pytest.raises(ConfigError, match="too short"):
         fit_units(budget=100, build=build, estimate=est, count=count, state=FitState(), max_units=10)
+
+
+def test_a_scale_error_is_learned_and_the_budget_held():
+    """Units cost 0.9x what the estimate says (merges across units): a few counts find the maximal n."""
+    costs = [10] * 20000
+    build, _, est = make(costs, fixed=40)
+
+    def count(n):
+        return 40 + (9 * n) + (n % 7 == 0)  # the real cost: 9 per unit, plus a boundary effect
+
+    for budget in (4000, 60000, 131000):
+        state = FitState(verify="full")
+        f = fit_units(budget=budget, build=build, estimate=est, count=count, count_short=count, state=state, max_units=len(costs))
+        assert f.tokens == count(f.n) <= budget
+        assert count(f.n + 1) > budget or count(f.n + 2) > budget  # maximal up to the boundary effect
+        assert state.tokenizations <= 6
+
+
+def test_a_trusted_state_counts_nothing_more():
+    rng = random.Random(3)
+    costs = [rng.randint(1, 30) for _ in range(5000)]
+    build, count, est = make(costs, fixed=37)
+    calls = []
+    state = FitState(verify="fast", additive=True)
+    first = fit_units(budget=3000, build=build, estimate=est, count=lambda n: calls.append(n) or count(n), count_short=count,
+                      state=state, max_units=len(costs))
+    assert state.exact and state.trusted and len(calls) == 1
+    second = fit_units(budget=3000, build=build, estimate=est, count=lambda n: calls.append(n) or count(n), count_short=count,
+                       state=state, max_units=len(costs))
+    assert len(calls) == 1 and second.tokens == count(second.n) == first.tokens
+
+
+def test_additivity_check_detects_splits_and_is_cached(smol_tokenizer, tmp_path, monkeypatch):
+    from ctxbench.harness.core.additivity import check
+    from ctxbench.harness.core.context import GenContext
+    from ctxbench.harness.core.prompting import PromptRenderer
+
+    monkeypatch.setenv("CTXBENCH_CACHE", str(tmp_path))
+    ctx = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer))
+    words = [[" the", " cat", " sat", " on", " the", " mat."]]
+    assert check(ctx, {"words": words}).additive
+    split = check(ctx, {"words": words, "inside a word": [[" extra", "ordinary"]]})
+    assert not split.additive and split.failed_kinds() == ["inside a word"]
+    assert check(ctx, {"in place": [[" the", ["\n", " mat", "\n"]]]}).additive  # a piece costed between separators
+    ctx2 = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer))
+    monkeypatch.setattr(ctx2, "piece_counts", lambda pieces: (_ for _ in ()).throw(AssertionError("not cached")))
+    assert not check(ctx2, {"words": words, "inside a word": [[" extra", "ordinary"]]}).additive  # from the disk cache

@@ -1,4 +1,12 @@
-"""Hugging Face transformers backend: local dir, hub id or GGUF; batched greedy generation."""
+"""Hugging Face transformers backend: local dir, hub id or GGUF; greedy generation.
+
+Batching: on CUDA, left-padded batches of `batch_size` (16). On CPU, padding costs more than batching saves
+(a one-token left pad slows a 4K prefill ~1.5x), and batches of equal-length prompts gain nothing per token over
+one prompt at a time (measured: benchmarks/README.md), so the CPU default is one request at a time; with
+batch_size > 1 on CPU, only prompts of exactly equal token length share a batch (never padded).
+Per-sample timing: `prefill_seconds` (to the first generated token) and `decode_seconds`; `timing` says whether
+they are this sample's own ("sample") or its batch's divided by the batch size ("batch-share").
+"""
 
 from __future__ import annotations
 
@@ -19,7 +27,7 @@ class HFBackend:
         self,
         *,
         model: str,
-        dtype: str = "bfloat16",
+        dtype: str = "auto",
         device: str = "auto",
         batch_size: int = 0,
         attn_implementation: str = "sdpa",
@@ -31,17 +39,22 @@ class HFBackend:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+        from ctxbench.harness.backends.cpu import cpu_dtype, default_threads
         from ctxbench.harness.backends.rope import apply_to_hf_config
 
-        if threads:
-            torch.set_num_threads(int(threads))
         self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+        self.threads = int(threads) or default_threads()  # 0: the cores not already busy (see backends/cpu.py)
+        torch.set_num_threads(self.threads)
         self.ref = resolve(model)
         path = materialize(self.ref)
-        if not hasattr(torch, dtype):
-            raise ConfigError(f"backend_args.dtype: unknown torch dtype {dtype!r}; use bfloat16, float16 or float32")
+        if dtype != "auto" and not isinstance(getattr(torch, dtype, None), torch.dtype):
+            raise ConfigError(f"backend_args.dtype: unknown torch dtype {dtype!r}; use auto, bfloat16, float16 or float32")
+        self.dtype_choice: dict = {}
         try:
             config = AutoConfig.from_pretrained(path)
+            if dtype == "auto":  # bf16 on GPUs; on CPU whichever is faster here, measured once per machine
+                dtype, self.dtype_choice = ("bfloat16", {}) if not self.device.startswith("cpu") else cpu_dtype(
+                    int(getattr(config, "hidden_size", 1024)), int(getattr(config, "intermediate_size", 4096)), self.threads)
             rope_context = apply_to_hf_config(config, rope_scaling)  # TYPE:FACTOR spec or dict; None: unchanged
             self.tokenizer = AutoTokenizer.from_pretrained(path)
             self.model = AutoModelForCausalLM.from_pretrained(
@@ -54,7 +67,9 @@ class HFBackend:
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.context_length = int(max_context or rope_context or getattr(config, "max_position_embeddings", 0) or 1 << 30)
-        self.batch_size = int(batch_size or (16 if self.device.startswith("cuda") else 4))
+        self.batch_size = int(batch_size or (16 if self.device.startswith("cuda") else 1))
+        self.padded = self.device.startswith("cuda")  # CPU: only equal-length prompts share a batch
+        self.score_batch_size = int(batch_size or (16 if self.device.startswith("cuda") else 4))  # log-likelihood inputs
         self.truncation = truncation
         self.path = path
         self.dtype = dtype
@@ -73,42 +88,81 @@ class HFBackend:
             "device": self.device,
             "attn_implementation": self.attn,
             "batch_size": self.batch_size,
+            "batching": "padded" if self.padded else "equal-length",
+            "threads": self.threads,
+            **({"dtype_measured": self.dtype_choice} if self.dtype_choice else {}),
             "context_length": self.context_length,
             "decoding": "greedy",
         }
 
     def generate(self, requests: list[Request]) -> list[Prediction]:
-        out: list[Prediction] = []
-        for i in range(0, len(requests), self.batch_size):
-            out.extend(self._batch(requests[i : i + self.batch_size]))
-        return out
+        encoded = []
+        for r in requests:
+            ids = self.tokenizer(r.prompt, add_special_tokens=r.add_special_tokens)["input_ids"]
+            encoded.append(apply_truncation(ids, max_new_tokens=r.max_new_tokens, context_length=self.context_length,
+                                            policy=self.truncation, sample_id=r.sample_id))
+        out: dict[int, Prediction] = {}
+        for group in self._groups([len(ids) for ids, _ in encoded]):
+            for i, p in zip(group, self._batch([requests[i] for i in group], [encoded[i] for i in group])):
+                out[i] = p
+        return [out[i] for i in range(len(requests))]
 
-    def _batch(self, batch: list[Request]) -> list[Prediction]:
+    def _groups(self, lengths: list[int]) -> list[list[int]]:
+        """Indices per generate call: padded batches in order (CUDA), or batches of equal token length (CPU)."""
+        n = self.batch_size
+        if self.padded:
+            return [list(range(i, min(i + n, len(lengths)))) for i in range(0, len(lengths), n)]
+        same: dict[int, list[int]] = {}
+        for i, length in enumerate(lengths):
+            same.setdefault(length, []).append(i)
+        return [idx[j: j + n] for idx in same.values() for j in range(0, len(idx), n)]
+
+    def _batch(self, batch: list[Request], encoded: list[tuple[list[int], int]]) -> list[Prediction]:
         torch = self._torch
         max_new = max(r.max_new_tokens for r in batch)
-        encoded, cut = [], []
-        for r in batch:
-            ids = self.tokenizer(r.prompt, add_special_tokens=r.add_special_tokens)["input_ids"]
-            ids, n_cut = apply_truncation(ids, max_new_tokens=r.max_new_tokens, context_length=self.context_length,
-                                          policy=self.truncation, sample_id=r.sample_id)
-            encoded.append(ids)
-            cut.append(n_cut)
-        padded = self.tokenizer.pad({"input_ids": encoded}, padding=True, return_tensors="pt").to(self.device)
+        ids_list = [ids for ids, _ in encoded]
+        if len({len(ids) for ids in ids_list}) == 1:  # no padding: an all-ones mask, which SDPA skips
+            input_ids = torch.tensor(ids_list, device=self.device)
+            inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+        else:
+            inputs = self.tokenizer.pad({"input_ids": ids_list}, padding=True, return_tensors="pt").to(self.device)
+        clock = self._clock()
         start = time.perf_counter()
         with torch.inference_mode():
             gen = self.model.generate(
-                **padded, max_new_tokens=max_new, do_sample=False, temperature=None, top_p=None, top_k=None,
-                pad_token_id=self.tokenizer.pad_token_id,
+                **inputs, max_new_tokens=max_new, do_sample=False, temperature=None, top_p=None, top_k=None,
+                pad_token_id=self.tokenizer.pad_token_id, logits_processor=clock.processors(),
             )
-        seconds = time.perf_counter() - start
-        new = gen[:, padded["input_ids"].shape[1]:].tolist()
+        end = time.perf_counter()
+        first = clock.first or end  # the first step's logits exist once the prompt is prefilled
+        k = len(batch)
+        timing = "sample" if k == 1 else "batch-share"
+        new = gen[:, inputs["input_ids"].shape[1]:].tolist()
         preds = []
-        for r, ids, toks, n_cut in zip(batch, encoded, new, cut):
+        for r, (ids, n_cut), toks in zip(batch, encoded, new):
             toks = toks[: r.max_new_tokens]
             n = next((j for j, t in enumerate(toks) if t in self.stop_ids), len(toks))
             text = self.tokenizer.decode(toks[:n], skip_special_tokens=True)
-            preds.append(Prediction(r.sample_id, text, len(ids), n, seconds / len(batch), truncated_tokens=n_cut))
+            preds.append(Prediction(r.sample_id, text, len(ids), n, (end - start) / k, truncated_tokens=n_cut,
+                                    prefill_seconds=(first - start) / k, decode_seconds=(end - first) / k, timing=timing))
         return preds
+
+    def _clock(self):
+        """A logits processor that notes when the first step's logits arrive (the end of the prefill)."""
+        from transformers import LogitsProcessor, LogitsProcessorList
+
+        class FirstStep(LogitsProcessor):
+            first: float | None = None
+
+            def __call__(self, input_ids, scores):
+                if self.first is None:
+                    self.first = time.perf_counter()
+                return scores
+
+            def processors(self):
+                return LogitsProcessorList([self])
+
+        return FirstStep()
 
     # ---- Log-likelihood scoring, for lm-evaluation-harness tasks (see harness/lmeval_adapter.py). ----
     # Tokenization follows lm-eval's HFLM with add_bos_token unset, so scores match `lm_eval --model hf`.
@@ -185,8 +239,8 @@ class HFBackend:
         order = sorted(inputs, key=lambda k: (-len(k), k))  # longest first: less padding, memory errors early
         out: list[tuple[float, bool] | None] = [None] * len(pairs)
         pad = self.tokenizer.pad_token_id
-        for b in range(0, len(order), self.batch_size):
-            batch = order[b : b + self.batch_size]
+        for b in range(0, len(order), self.score_batch_size):
+            batch = order[b : b + self.score_batch_size]
             width = len(batch[0])
             ids = torch.full((len(batch), width), pad, dtype=torch.long)
             mask = torch.zeros((len(batch), width), dtype=torch.long)

@@ -371,7 +371,7 @@ class VLLMBackend:
             toks = results[i][0][: r.max_new_tokens]
             n = next((j for j, t in enumerate(toks) if t in stop), len(toks))
             text = self.tokenizer.decode(toks[:n], skip_special_tokens=True)
-            preds.append(Prediction(r.sample_id, text, len(ids[i]), n, seconds / len(requests), truncated_tokens=cut[i]))
+            preds.append(Prediction(r.sample_id, text, len(ids[i]), n, seconds / len(requests), truncated_tokens=cut[i], timing="batch-share"))
         return preds
 
     def token_logprobs(self, requests: list[LogprobRequest]) -> list[TokenLogprobs]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxbench.harness.core.fitting import FitState
+from ctxbench.harness.core.fitting import FitState, check_mode
 from ctxbench.harness.core.prompting import PromptRenderer, Rendered
 
 
@@ -25,7 +25,10 @@ class GenContext:
     fit_states: dict[tuple, FitState] = field(default_factory=dict)
     memo: dict[tuple, Any] = field(default_factory=dict)
     full_tokenizations: int = 0
-    verify: str = "full"  # or "first": trust exact piece counts after the first sample (see FitState)
+    verify: str = "fast"  # or "full": tokenize every prompt in full (see core.fitting for what each guarantees)
+
+    def __post_init__(self):
+        self.verify = check_mode(self.verify)
 
     def count(self, rendered: Rendered) -> int:
         self.full_tokenizations += 1

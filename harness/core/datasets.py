@@ -19,7 +19,7 @@ from ctxbench.harness.core.io import append_jsonl, cut_torn_tail, read_jsonl, sl
 from ctxbench.harness.core.models import cache_dir, file_digest, tokenizer_fingerprint
 from ctxbench.harness.core.types import Sample
 
-GENERATOR_VERSION = 3  # bump when generation or the cached format changes, so stale caches are not reused
+GENERATOR_VERSION = 4  # bump when generation or the cached format changes, so stale caches are not reused
 
 
 def dataset_key(task, *, length: int, seed: int, ctx) -> str:

@@ -83,6 +83,11 @@ class Prediction:
     seconds: float
     truncated_tokens: int = 0  # tokens removed by a declared truncation policy (0 = none)
     error: str | None = None
+    prefill_seconds: float | None = None  # time to the first generated token (None: not measured)
+    decode_seconds: float | None = None  # the rest of the generation
+    # what the times are: "sample" (this sample alone), "batch-share" (its batch's time / batch size),
+    # "request" (a served request's latency, concurrent with others); "" when the backend does not say
+    timing: str = ""
 
 
 @dataclass(frozen=True)

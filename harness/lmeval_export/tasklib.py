@@ -57,7 +57,7 @@ def _args_json(args: Any) -> str:
 
 def samples(*, ctxbench_task: str, ctxbench_length: int, ctxbench_samples: int, ctxbench_seed: int = 42,
             ctxbench_args: Any = None, ctxbench_name: str | None = None, ctxbench_template: str = "auto",
-            ctxbench_tokenizer: str | None = None, ctxbench_data_dir: str | None = None, ctxbench_verify: str = "full",
+            ctxbench_tokenizer: str | None = None, ctxbench_data_dir: str | None = None, ctxbench_verify: str = "fast",
             **metadata: Any) -> list[dict[str, Any]]:
     """The exported task's documents, as plain dicts (one per sample)."""
     from pathlib import Path

@@ -14,10 +14,11 @@ from functools import lru_cache
 import numpy as np
 from pydantic import Field, model_validator
 
+from ctxbench.harness.core.additivity import refused
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.fitting import fit_units
-from ctxbench.tasks.base import Task, TaskArgs
+from ctxbench.tasks.base import Task, TaskArgs, rendered_edges
 from ctxbench.tasks.haystacks import sequence_cum, wonderwords_lists
 
 TEMPLATE = (
@@ -104,20 +105,12 @@ class CommonWords(Task):
         rng, nrng = self.rngs(length, index, seed)
         short = length < a.short_below
         fcw, fucw = (a.short_freq_cw, a.short_freq_ucw) if short else (a.freq_cw, a.freq_ucw)
-        ex_words, ex_fcw, ex_fucw = ((a.short_fewshot_words, a.short_fewshot_freq_cw, a.short_fewshot_freq_ucw) if short
-                                     else (a.fewshot_words, a.fewshot_freq_cw, a.fewshot_freq_ucw))
+        ex_words, ex_fcw, ex_fucw = self._example_args(short)
         base = base_words()
         if max(a.num_cw, ex_words) > len(base):
             raise ConfigError(f"num_cw, fewshot_words: at most {len(base)} (the size of the word list)")
 
-        examples = []
-        for _ in range(a.num_fewshot):
-            words = rng.sample(base, ex_words)
-            common, uncommon = words[:a.num_cw], words[a.num_cw:]
-            items = common * ex_fcw + uncommon * ex_fucw
-            rng.shuffle(items)
-            examples.append(a.template.format(num_cw=a.num_cw, context=numbered(items)) + a.answer_prefix.format(num_cw=a.num_cw) + " " + numbered(common))
-        example = "\n".join(examples) + "\n" if examples else ""
+        example = self._example(rng, ex_words, ex_fcw, ex_fucw)
 
         order = nrng.permutation(len(base))
         common = [base[i] for i in order[:a.num_cw]]
@@ -129,14 +122,15 @@ class CommonWords(Task):
         budget = length - a.tokens_to_generate
 
         # list numbering " 1.", " 2.", ...: exact costs, cached per tokenizer. Every item costs at least
-        # its number and one token, which bounds the number of items that can fit.
+        # its number and one token (times the in-list scale), which bounds the number of items that can fit.
         def num_cum(t: int) -> np.ndarray:
             return sequence_cum(ctx, ("cwe-numbers",), lambda i: f" {i + 1}.", t)
 
+        scale = self._in_list_scale(ctx)  # < 1 where merges across items make a list cheaper than its items alone
         t_max = 1024
         while True:
             ncum = num_cum(t_max)
-            over = np.nonzero(ncum[:t_max + 1] + np.arange(t_max + 1) > budget)[0]
+            over = np.nonzero((ncum[:t_max + 1] + np.arange(t_max + 1)) * scale > budget)[0]
             if len(over):
                 t_max = int(over[0])
                 break
@@ -161,6 +155,52 @@ class CommonWords(Task):
                            state=self.fit_state(ctx, length), max_units=max_units, min_units=0, what=self.name)
         return self.make_sample(length=length, index=index, text=fitted.text, tokens=fitted.tokens, answers=common,
                                 meta={"haystack_units": fitted.n, "freq_cw": fcw, "freq_ucw": fucw})
+
+    def _example_args(self, short: bool) -> tuple[int, int, int]:
+        a = self.args
+        return ((a.short_fewshot_words, a.short_fewshot_freq_cw, a.short_fewshot_freq_ucw) if short
+                else (a.fewshot_words, a.fewshot_freq_cw, a.fewshot_freq_ucw))
+
+    def _example(self, rng, ex_words: int, ex_fcw: int, ex_fucw: int) -> str:
+        """num_fewshot solved lists, each followed by its answer, then a newline."""
+        a = self.args
+        examples = []
+        for _ in range(a.num_fewshot):
+            words = rng.sample(base_words(), ex_words)
+            common, uncommon = words[:a.num_cw], words[a.num_cw:]
+            items = common * ex_fcw + uncommon * ex_fucw
+            rng.shuffle(items)
+            examples.append(a.template.format(num_cw=a.num_cw, context=numbered(items)) + a.answer_prefix.format(num_cw=a.num_cw) + " " + numbered(common))
+        return "\n".join(examples) + "\n" if examples else ""
+
+    @staticmethod
+    def _in_list_scale(ctx: GenContext) -> float:
+        """Tokens of a numbered list over the sum of its items' stand-alone costs, at most 1 (measured once)."""
+        def make() -> float:
+            words = [base_words()[i] for i in range(0, 4096, 8)]
+            items = [(f" {i}.", " " + w) for i, w in enumerate(words, 1001)]
+            counts = ctx.piece_counts([x for pair in items for x in pair] + ["".join(x for pair in items for x in pair)])
+            return min(1.0, float(counts[-1]) / float(counts[:-1].sum()))
+
+        return ctx.cached(("cwe-in-list-scale",), make)
+
+    def boundary_probes(self, ctx: GenContext):
+        """Sequences of every boundary in this task's prompts (core.additivity), from fixed probe draws: the template
+        (with its solved example) | "1." | " word" | " 2." | ... | the template's tail, and runs deep in long lists."""
+        a = self.args
+        rng, nrng = random.Random(0), np.random.default_rng(0)
+        base = base_words()
+        head, tail = (p.format(num_cw=a.num_cw) for p in a.template.split("{context}"))
+        seqs = []
+        for j in range(32):
+            edges = rendered_edges(ctx, self._example(rng, *self._example_args(j % 2 == 0)) + head, tail, a.answer_prefix.format(num_cw=a.num_cw))
+            if edges is None:
+                return refused("the template does not render the task text verbatim")
+            words = [base[int(i)] for i in nrng.integers(0, len(base), 24)] + [extra_word(int(i)) for i in nrng.integers(0, 4096, 8)]
+            start = 1 if j < 8 else int(nrng.integers(2, 40_000))
+            items = [x for k, w in enumerate(words) for x in ((f"{start + k}." if start + k == 1 else f" {start + k}."), " " + w)]
+            seqs.append(([edges[0]] if start == 1 else []) + items + [edges[1]])
+        return {"numbered list, template edges": seqs}
 
     @staticmethod
     def _word_costs(ctx: GenContext, base_idx: np.ndarray, n_extra: int) -> np.ndarray:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
+from ctxbench.harness.core.additivity import refused
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.fitting import fit_units
-from ctxbench.tasks.base import Task, TaskArgs
+from ctxbench.tasks.base import Task, TaskArgs, rendered_edges
 
 TEMPLATE = (
     "Read the following coded text and track the frequency of each coded word. Find the three most frequently appeared "
@@ -71,6 +72,24 @@ class FrequentWords(Task):
                            state=self.fit_state(ctx, length), max_units=max_units, min_units=min_units, what=self.name)
         return self.make_sample(length=length, index=index, text=fitted.text, tokens=fitted.tokens, answers=answers,
                                 meta={"haystack_units": fitted.n, "vocab_size": vocab_size})
+
+    def boundary_probes(self, ctx: GenContext):
+        """Sequences of every boundary in this task's prompts (core.additivity), from fixed probe draws: the template
+        (whose text before {context} ends with a space) | " word" | ... | " ..." | ... | the template's tail."""
+        a = self.args
+        head, tail = a.template.split("{context}")
+        if not head.endswith(" "):
+            return refused("the template's text before {context} does not end with a space")
+        edges = rendered_edges(ctx, head, tail, a.answer_prefix)
+        if edges is None:
+            return refused("the template does not render the task text verbatim")
+        nrng = np.random.default_rng(0)
+        seqs = []
+        for j in range(32):
+            words = self._vocab(nrng, 32, a.coded_wordlen)
+            words[int(nrng.integers(32))] = "..."
+            seqs.append(([edges[0][:-1]] if j < 8 else []) + [" " + w for w in words] + ([edges[1]] if j % 2 else []))
+        return {"coded words, template edges": seqs}
 
     @staticmethod
     def _events(alpha: float, vocab_size: int, num_answers: int, budget: int) -> tuple[np.ndarray, int]:

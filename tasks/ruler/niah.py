@@ -9,17 +9,20 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from ctxbench.harness.core.additivity import refused
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.fitting import fit_units
-from ctxbench.tasks.base import Task, TaskArgs, check_depths
+from ctxbench.tasks.base import Task, TaskArgs, check_depths, rendered_edges
 from ctxbench.tasks.haystacks import (
     NOISE,
+    EssayLayout,
     essay_files,
     essay_haystack,
     essays_path,
-    nearest_boundary,
+    line_costs,
     wonderwords_lists,
 )
+from ctxbench.tasks.ruler.needle_pool import NeedleLines
 
 TEMPLATE = (
     "Some special magic {type_v} are hidden within the following text. Make sure to memorize it. "
@@ -87,9 +90,9 @@ class Niah(Task):
             template, prefix, type_v = one(template), one(prefix), type_v[:-1]
         return template, prefix.format(type_v=type_v, query=query), type_v
 
-    def generate(self, *, length: int, index: int, seed: int, ctx: GenContext):
+    def _draw(self, rng) -> tuple[list[str], list[str], list[str], str]:
+        """(keys, needles in text order, answers, query text) of one sample."""
         a = self.args
-        rng, nrng = self.rngs(length, index, seed)
         words = wonderwords_lists()
         num_keys = max(a.num_keys, a.num_queries)
         keys: list[str] = []
@@ -104,51 +107,48 @@ class Niah(Task):
         queries = [keys[i] for i in queried]
         answers = [v for i in queried for v in values[i]]
         query = ", ".join(queries[:-1]) + ", and " + queries[-1] if len(queries) > 1 else queries[0]
+        return keys, needles, answers, query
+
+    def _parts(self, query: str) -> tuple[str, str, str]:
+        """(task text before the context, after it, answer prefix)."""
         template, prefix, type_v = self._texts(query)
         head, tail = (part.format(type_v=type_v, query=query) for part in template.split("{context}"))
+        return head, tail, prefix
 
+    def generate(self, *, length: int, index: int, seed: int, ctx: GenContext):
+        a = self.args
+        rng, nrng = self.rngs(length, index, seed)
+        keys, needles, answers, query = self._draw(rng)
+        head, tail, prefix = self._parts(query)
         budget = length - a.tokens_to_generate
-        needle_costs = ctx.piece_counts([" " + x for x in needles]).astype(float)
-        needle_cost = float(needle_costs.sum())
-        if a.depths is not None:
-            depths = list(a.depths) * (len(needles) if len(a.depths) == 1 else 1)
-        else:
-            depths = None
+        depths = None if a.depths is None else list(a.depths) * (len(needles) if len(a.depths) == 1 else 1)
+        state = self.fit_state(ctx, length)
 
         if a.haystack == "essay":
-            hay = essay_haystack(ctx, a.essays)
             if depths is None:
                 depths = [float(d) for d in rng.sample(list(DEFAULT_DEPTHS), len(needles))]
+            layout = EssayLayout(self._essay(ctx), needles, depths, ctx)
 
             def build(n: int):
-                bounds = hay.boundaries(n)
-                positions = hay.tokens(bounds)
-                total = float(hay.tokens(n))
-                cuts = sorted((nearest_boundary(bounds, positions, d / 100 * total), i) for i, d in enumerate(depths))
-                pieces, last, realised, inserted = [], 0, [], 0.0
-                chunk = hay.take(n)
-                for cut, i in cuts:
-                    pieces.append(" ".join(chunk[last:cut]))
-                    before = float(hay.tokens(cut)) + inserted
-                    realised.append(100 * before / (total + needle_cost) if total else 0.0)
-                    pieces.append(needles[i])
-                    inserted += needle_costs[i]
-                    last = cut
-                pieces.append(" ".join(chunk[last:]))
-                context = " ".join(p for p in pieces if p)
+                context, realised = layout.context(n)
                 return ctx.renderer.render(head + context + tail, prefix), realised
 
-            est = lambda n: float(hay.tokens(n)) + needle_cost  # noqa: E731
-            fitted = fit_units(budget=budget, build=build, estimate=est, count=ctx.count, count_short=ctx.count_short, state=self.fit_state(ctx, length),
-                               max_units=int(budget * 2), what=self.name)
+            fitted = fit_units(budget=budget, build=build, estimate=layout.estimate, count=ctx.count, count_short=ctx.count_short,
+                               state=state, max_units=int(budget * 2), what=self.name)
         else:
             fractions = sorted(rng.random() for _ in needles) if depths is None else [d / 100 for d in depths]
+            needle_cost = float(ctx.piece_counts(["\n" + x for x in needles]).sum())
             if a.haystack == "noise":
-                line_cost = float(ctx.cached(("noise-cost",), lambda: ctx.piece_counts(["\n" + NOISE])[0]))
+                alone, in_context = line_costs(ctx, NOISE)
                 lines_for = lambda n: [NOISE] * n  # noqa: E731
+                est = lambda n: n * in_context + needle_cost  # noqa: E731
+                max_units = int(budget / max(min(alone, in_context), 1.0)) + 8
             else:
-                pool, pool_cum = self._distractors(ctx, rng, words, budget, set(keys))
+                pool, costs = self._distractors(ctx, nrng, budget, set(keys))
+                pool_cum = np.concatenate([[0], np.cumsum(costs)])
                 lines_for = lambda n: pool[:n]  # noqa: E731
+                est = lambda n: float(pool_cum[min(n, len(pool))]) + needle_cost  # noqa: E731
+                max_units = len(pool)
             order = np.argsort(fractions, kind="stable")
 
             def build(n: int):
@@ -161,30 +161,62 @@ class Niah(Task):
                     realised[i] = 100 * at / total
                 return ctx.renderer.render(head + "\n".join(lines) + tail, prefix), realised
 
-            if a.haystack == "noise":
-                est = lambda n: n * line_cost + needle_cost  # noqa: E731
-                max_units = int(budget / max(line_cost, 1.0)) + 8
-            else:
-                est = lambda n: float(pool_cum[min(n, len(pool))]) + needle_cost  # noqa: E731
-                max_units = len(pool)
-            fitted = fit_units(budget=budget, build=build, estimate=est, count=ctx.count, count_short=ctx.count_short, state=self.fit_state(ctx, length),
+            fitted = fit_units(budget=budget, build=build, estimate=est, count=ctx.count, count_short=ctx.count_short, state=state,
                                max_units=max_units, what=self.name)
         return self.make_sample(length=length, index=index, text=fitted.text, tokens=fitted.tokens, answers=answers,
                                 depths=fitted.extra, meta={"haystack_units": fitted.n})
 
-    def _distractors(self, ctx: GenContext, rng, words, budget: int, taken: set[str]):
-        """A per-sample pool of distractor needles with distinct keys, and the exact token cost of each line."""
+    def _essay(self, ctx: GenContext):
+        return essay_haystack(ctx, self.args.essays)
+
+    def _lines(self) -> NeedleLines:
         a = self.args
-        fixed = random.Random(0)  # not the sample's rng: the probe runs once, and must not shift later draws
-        probe = ctx.cached(("needle-line", a.key_type, a.value_type), lambda: float(np.mean(ctx.piece_counts(
-            ["\n" + NEEDLE.format(type_v=a.value_type, key=_random_value(a.key_type, fixed, words), value=_random_value(a.value_type, fixed, words)) for _ in range(64)]))))
-        size = int(budget / probe * 1.1) + 8
-        pool, seen = [], set(taken)
-        while len(pool) < size:
-            k = _random_value(a.key_type, rng, words)
-            if k in seen:
-                continue
-            seen.add(k)
-            pool.append(NEEDLE.format(type_v=a.value_type, key=k, value=_random_value(a.value_type, rng, words)))
-        costs = ctx.piece_counts(["\n" + line for line in pool])
-        return pool, np.concatenate([[0], np.cumsum(costs)])
+        return NeedleLines(a.needle, a.value_type, a.key_type, a.value_type)
+
+    def _distractors(self, ctx: GenContext, nrng, budget: int, taken: set[str]):
+        """A per-sample pool of distractor needles with distinct keys, and the exact token cost of each line."""
+        lines = self._lines()
+        alone, in_context = ctx.cached(("needle-line-cost", self.args.needle, self.args.key_type, self.args.value_type),
+                                       lambda: self._line_cost(ctx, lines))
+        size = int(budget / min(alone, in_context) * 1.1) + 8
+        return lines.pool(ctx, nrng, size, taken)
+
+    @staticmethod
+    def _line_cost(ctx: GenContext, lines: NeedleLines) -> tuple[float, float]:
+        """Mean tokens of one needle line: stand-alone, and in a run of lines (smaller where merges cross lines)."""
+        sample, _ = lines.pool(ctx, np.random.default_rng(0), 64, set())
+        counts = ctx.piece_counts(["\n" + x for x in sample] + ["\n".join(sample)])
+        return float(counts[:-1].mean()), float(counts[-1]) / len(sample)
+
+    # ---- where the fast path may trust piece counts -----------------------------------------
+    def boundary_probes(self, ctx: GenContext):
+        """Sequences of every boundary this task's prompts contain (core.additivity), from fixed probe draws."""
+        a = self.args
+        rng, nrng = random.Random(0), np.random.default_rng(0)
+        draws = [self._draw(rng) for _ in range(8)]
+        needles = [x for _, ns, _, _ in draws for x in ns]
+        edges = [rendered_edges(ctx, *self._parts(query)) for *_, query in draws]
+        if any(e is None for e in edges):
+            return refused("the template does not render the task text verbatim")
+        if a.haystack == "essay":
+            layout = EssayLayout(self._essay(ctx), needles, [0.0] * len(needles), ctx)
+            probes: dict[str, list[list[str]]] = {}
+            for head, tail in edges:
+                for kind, seqs in layout.probes(nrng, head, tail, []).items():
+                    probes.setdefault(kind, []).extend(seqs)
+            return probes
+        # lines: "\n".join(lines) after a head that ends with "\n" is the head without it + "\n" + line, ...
+        if not all(self._parts(q)[0].endswith("\n") for *_, q in draws):
+            return refused("the template's text before {context} does not end with a newline")
+        if a.haystack == "noise":
+            body = [NOISE] * 24
+        else:
+            body, _ = self._lines().pool(ctx, nrng, 24 * len(edges), set())
+        seqs = []
+        for j, (head, tail) in enumerate(edges):
+            lines = body[24 * j: 24 * (j + 1)] if a.haystack == "needle" else body
+            lines = list(lines)
+            for k, x in enumerate(needles):
+                lines.insert((5 * k + j) % len(lines), x)
+            seqs.append([head[:-1]] + ["\n" + x for x in lines] + [tail])
+        return {"lines, template edges": seqs}

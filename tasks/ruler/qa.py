@@ -19,11 +19,12 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from ctxbench.harness.core.additivity import refused
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.fitting import fit_units
 from ctxbench.harness.core.io import cached_npy
-from ctxbench.tasks.base import Task, TaskArgs, sample_seed
+from ctxbench.tasks.base import Task, TaskArgs, rendered_edges, sample_seed
 from ctxbench.tasks.haystacks import _download, sequence_cum
 
 TEMPLATE = (
@@ -213,6 +214,29 @@ class QA(Task):
                            state=self.fit_state(ctx, length), max_units=max_units, min_units=gold_n, what=self.name)
         return self.make_sample(length=length, index=index, text=fitted.text, tokens=fitted.tokens, answers=q.answers,
                                 depths=fitted.extra, meta={"haystack_units": fitted.n, "question": qi})
+
+    def boundary_probes(self, ctx: GenContext):
+        """Sequences of every boundary in this task's prompts (core.additivity), from fixed probe draws: the template
+        (whose text before {context} ends with a blank line) | "\\n\\nDocument 1:\\n" | document | ... | the tail."""
+        a = self.args
+        head, tail = a.template.split("{context}")
+        if not head.endswith("\n\n"):
+            return refused("the template's text before {context} does not end with a blank line")
+        path = self._path(ctx)
+        data: QaData = ctx.cached(("qa-data", a.dataset, str(path)), lambda: (read_squad if a.dataset == "squad" else read_hotpotqa)(path))
+        nrng = np.random.default_rng(0)
+        seqs = []
+        for j in range(32):
+            q = data.questions[int(nrng.integers(len(data.questions)))]
+            edges = rendered_edges(ctx, head.format(query=q.question), tail.format(query=q.question), a.answer_prefix)
+            if edges is None:
+                return refused("the template does not render the task text verbatim")
+            first = 1 if j < 16 else int(nrng.integers(2, 3000))
+            docs = [data.docs[int(i)] for i in nrng.integers(0, len(data.docs), 8)]
+            sep = "\n\n" + DOCUMENT.format(i=1, document="")  # documents are costed between two headers (_doc_costs)
+            pieces = [x for k, d in enumerate(docs) for x in ("\n\n" + DOCUMENT.format(i=first + k, document=""), [sep, d, sep])]
+            seqs.append(([edges[0][:-2]] if first == 1 else []) + pieces + [edges[1]])
+        return {"documents, template edges": seqs}
 
     @staticmethod
     def _first_fit(take: np.ndarray, doc_costs: np.ndarray, header: np.ndarray, room: float, keep: int, window: int = 4096) -> np.ndarray:

@@ -15,16 +15,11 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from ctxbench.harness.core.additivity import refused
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.fitting import fit_units
-from ctxbench.tasks.base import Task, TaskArgs, check_depths
-from ctxbench.tasks.haystacks import (
-    NOISE,
-    essay_files,
-    essay_haystack,
-    essays_path,
-    nearest_boundary,
-)
+from ctxbench.tasks.base import Task, TaskArgs, check_depths, rendered_edges
+from ctxbench.tasks.haystacks import NOISE, EssayLayout, essay_files, essay_haystack, essays_path, line_costs
 
 TEMPLATE = (
     "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n{context}\n"
@@ -119,9 +114,42 @@ class VariableTracking(Task):
     # ---- the haystack layouts -------------------------------------------------------------
     def _layout(self, ctx: GenContext, chains: list[list[str]], depths: list[float] | None, layout_seed: int):
         if self.args.haystack == "essay":
-            return _EssayLayout(essay_haystack(ctx, self.args.essays), ctx, chains, depths, layout_seed)
-        line_cost = float(ctx.cached(("noise-cost",), lambda: ctx.piece_counts(["\n" + NOISE])[0]))
-        return _NoiseLayout(line_cost, ctx, chains, depths, layout_seed)
+            return _EssayChains(self._essay(ctx), ctx, chains, depths, layout_seed)
+        return _NoiseLayout(line_costs(ctx, NOISE), ctx, chains, depths, layout_seed)
+
+    def boundary_probes(self, ctx: GenContext):
+        """Sequences of every boundary this task's prompts contain (core.additivity), from fixed probe draws."""
+        a = self.args
+        rng, nrng = random.Random(0), np.random.default_rng(0)
+        draws = []
+        for _ in range(8):
+            groups, chains, values = _chains(rng, a.num_chains, a.num_hops, 5)
+            example = self._example(ctx, rng) if a.add_fewshot else ""
+            head, tail = (p.format(query=values[0]) for p in a.template.split("{context}"))
+            edges = rendered_edges(ctx, example + head, tail, a.answer_prefix.format(num_v=a.num_hops + 1, query=values[0]))
+            if edges is None:
+                return refused("the template does not render the task text verbatim")
+            draws.append((chains, head, edges))
+        statements = [s for chains, _, _ in draws for c in chains for s in c]
+        if a.haystack == "essay":
+            layout = EssayLayout(self._essay(ctx), [s.strip() + "." for s in statements], [0.0] * len(statements), ctx)
+            probes: dict[str, list[list[str]]] = {}
+            for _, _, (left, right) in draws:
+                for kind, seqs in layout.probes(nrng, left, right, []).items():
+                    probes.setdefault(kind, []).extend(seqs)
+            return probes
+        if not all(head.endswith("\n") for _, head, _ in draws):
+            return refused("the template's text before {context} does not end with a newline")
+        seqs = []
+        for j, (chains, _, (left, right)) in enumerate(draws):
+            lines = [NOISE] * 16
+            for k, st in enumerate(statements):
+                lines.insert((3 * k + j) % len(lines), st)
+            seqs.append([left[:-1]] + ["\n" + x for x in lines] + [right])
+        return {"lines, template edges": seqs}
+
+    def _essay(self, ctx: GenContext):
+        return essay_haystack(ctx, self.args.essays)
 
     # ---- the in-context example -----------------------------------------------------------
     def _example(self, ctx: GenContext, rng: random.Random) -> str:
@@ -165,8 +193,10 @@ class VariableTracking(Task):
 class _NoiseLayout:
     """n noise lines joined by newlines, with each chain's statements at increasing random lines."""
 
-    def __init__(self, line_cost: float, ctx: GenContext, chains: list[list[str]], depths: list[float] | None, seed: int):
-        self.chains, self.depths, self.seed, self.line_cost = chains, depths, seed, line_cost
+    def __init__(self, line_costs: tuple[float, float], ctx: GenContext, chains: list[list[str]], depths: list[float] | None, seed: int):
+        alone, self.line_cost = line_costs  # per line: stand-alone, and in context (the estimate uses the latter)
+        self.unit_floor = max(min(alone, self.line_cost), 1.0)
+        self.chains, self.depths, self.seed = chains, depths, seed
         self.flat = [s for c in chains for s in c]
         self.costs = ctx.piece_counts(["\n" + s for s in self.flat]).astype(float)
         self.fixed = float(self.costs.sum())
@@ -176,7 +206,7 @@ class _NoiseLayout:
         return n * self.line_cost + self.fixed
 
     def max_units(self, budget: int) -> int:
-        return max(self.min_units, int(budget / max(self.line_cost, 1.0)) + 8)
+        return max(self.min_units, int(budget / self.unit_floor) + 8)
 
     def _indices(self, n: int) -> list[int]:
         """Final line index of each statement (flat order)."""
@@ -219,7 +249,7 @@ class _NoiseLayout:
         return "\n".join(lines), realised
 
 
-class _EssayLayout:
+class _EssayChains:
     """The first n essay words with the statements (ending in '.') at the sentence boundaries nearest their depths.
 
     depths are per statement in chain order (sorted within each chain, so a chain reads in order). Unset,
@@ -244,33 +274,16 @@ class _EssayLayout:
             depths = [d for c in range(len(chains)) for d in sorted(depths[starts[c]:starts[c + 1]])]
         statements = [s.strip() + "." for c in chains for s in c]
         self.slot = sorted(range(total), key=lambda i: (depths[i], i))  # chain-order index of each statement, in text order
-        self.flat = [statements[i] for i in self.slot]
-        self.depths = [depths[i] for i in self.slot]
-        self.hay = hay
-        self.costs = ctx.piece_counts([" " + s for s in self.flat]).astype(float)
-        self.fixed = float(self.costs.sum())
+        self.layout = EssayLayout(hay, [statements[i] for i in self.slot], [depths[i] for i in self.slot], ctx)
+        self.estimate = self.layout.estimate
         self.min_units = 0
-
-    def estimate(self, n: int) -> float:
-        return float(self.hay.tokens(n)) + self.fixed
 
     def max_units(self, budget: int) -> int:
         return int(budget * 2) + 8
 
     def context(self, n: int) -> tuple[str, list[float]]:
-        hay = self.hay
-        bounds = hay.boundaries(n)
-        positions = hay.tokens(bounds)
-        words_tokens = float(hay.tokens(n))
-        total = words_tokens + self.fixed
-        cuts = [nearest_boundary(bounds, positions, d / 100 * words_tokens) for d in self.depths]
-        chunk = hay.take(n)
-        pieces, last, realised, inserted = [], 0, [0.0] * len(cuts), 0.0
-        for i, cut in enumerate(cuts):  # depths are sorted, so cuts are too
-            pieces.append(" ".join(chunk[last:cut]))
-            realised[self.slot[i]] = 100 * (float(hay.tokens(cut)) + inserted) / total if total else 0.0
-            pieces.append(self.flat[i])
-            inserted += self.costs[i]
-            last = cut
-        pieces.append(" ".join(chunk[last:]))
-        return " ".join(p for p in pieces if p), realised
+        text, realised = self.layout.context(n)
+        out = [0.0] * len(realised)
+        for i, r in enumerate(realised):
+            out[self.slot[i]] = r
+        return text, out

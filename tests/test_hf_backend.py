@@ -1,0 +1,84 @@
+"""The HF backend's CPU batching, per-sample timing and defaults, on a tiny random model (no download)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxbench.harness.core.types import Request
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory, smol_tokenizer):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(smol_tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=2048,
+                         eos_token_id=smol_tokenizer.eos_token_id, bos_token_id=smol_tokenizer.bos_token_id)
+    path = tmp_path_factory.mktemp("tiny")
+    LlamaForCausalLM(config).save_pretrained(path)
+    smol_tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def requests_of(tok, lengths: list[int]) -> list[Request]:
+    """Prompts of exactly these token lengths."""
+    ids = tok(" ".join(["alpha"] * 200), add_special_tokens=False)["input_ids"]
+    out = []
+    for i, n in enumerate(lengths):
+        prompt = tok.decode(ids[:n])
+        assert len(tok(prompt, add_special_tokens=False)["input_ids"]) == n
+        out.append(Request(f"s#{i}", prompt, max_new_tokens=4, prompt_tokens=n))
+    return out
+
+
+def test_cpu_batches_only_equal_lengths_and_times_each_sample(tiny_model_dir, monkeypatch):
+    from ctxbench.harness.backends.hf import HFBackend
+
+    backend = HFBackend(model=tiny_model_dir, device="cpu", batch_size=4, threads=1, dtype="float32")
+    assert not backend.padded and backend.info()["batching"] == "equal-length"
+    calls = []
+    inner = backend.model.generate
+
+    def spy(**kw):
+        calls.append(tuple(kw["input_ids"].shape))
+        assert bool(kw["attention_mask"].all())  # never padded
+        return inner(**kw)
+
+    monkeypatch.setattr(backend.model, "generate", spy)
+    reqs = requests_of(backend.tokenizer, [10, 10, 12, 10])
+    preds = backend.generate(reqs)
+    assert sorted(calls) == [(1, 12), (3, 10)]
+    assert [p.sample_id for p in preds] == [r.sample_id for r in reqs]
+    for p, r in zip(preds, reqs):
+        assert p.prompt_tokens == r.prompt_tokens
+        assert p.timing == ("sample" if r.prompt_tokens == 12 else "batch-share")
+        assert p.prefill_seconds > 0 and p.decode_seconds >= 0
+        assert p.prefill_seconds + p.decode_seconds == pytest.approx(p.seconds, rel=1e-6)
+
+
+def test_cpu_defaults_one_at_a_time_measured_dtype_free_threads(tiny_model_dir, monkeypatch, tmp_path):
+    from ctxbench.harness.backends import cpu
+    from ctxbench.harness.backends.hf import HFBackend
+
+    monkeypatch.setenv("CTXBENCH_CACHE", str(tmp_path))  # a fresh machine verdict
+    backend = HFBackend(model=tiny_model_dir, device="cpu")
+    info = backend.info()
+    assert backend.batch_size == 1 and 1 <= backend.threads <= cpu.usable_cores()
+    measured = info["dtype_measured"]["seconds"]
+    assert backend.dtype == min(measured, key=measured.get)  # the faster of the two on this CPU
+    preds = backend.generate(requests_of(backend.tokenizer, [9, 11]))
+    assert all(p.timing == "sample" and p.prefill_seconds > 0 for p in preds)
+
+
+def test_default_threads_leave_busy_cores_alone(monkeypatch):
+    from ctxbench.harness.backends import cpu
+
+    monkeypatch.setattr(cpu, "usable_cores", lambda: 8)
+    monkeypatch.setattr(cpu.os, "getloadavg", lambda: (0.2, 0.0, 0.0))
+    assert cpu.default_threads() == 8
+    monkeypatch.setattr(cpu.os, "getloadavg", lambda: (5.6, 0.0, 0.0))
+    assert cpu.default_threads() == 2
+    monkeypatch.setattr(cpu.os, "getloadavg", lambda: (30.0, 0.0, 0.0))
+    assert cpu.default_threads() == 1
