@@ -23,11 +23,11 @@ class EchoArgs(BackendArgs):
 
 
 class HFArgs(BackendArgs):
-    dtype: str = Field("bfloat16", description="torch dtype of the weights: bfloat16, float16 or float32")
+    dtype: str = Field("auto", description="torch dtype of the weights: auto (bf16 on CUDA; on CPU the faster of bf16 and fp32, measured once per machine), bfloat16, float16 or float32")
     device: str = Field("auto", description="auto (cuda if available, else cpu), cpu, cuda or cuda:N")
-    batch_size: int = Field(0, ge=0, description="prompts per forward pass; 0: 16 on GPU, 4 on CPU")
+    batch_size: int = Field(0, ge=0, description="prompts per forward pass; 0: 16 on GPU, 1 on CPU (equal-length buckets only when above 1)")
     attn_implementation: str = Field("sdpa", description="transformers attention: sdpa, eager, flash_attention_2")
-    threads: int = Field(0, ge=0, description="torch CPU threads; 0: torch's default")
+    threads: int = Field(0, ge=0, description="torch CPU threads; 0: the cores not already busy (1-minute load average)")
     max_context: int = Field(0, ge=0, description="override the model's context length (tokens); 0: from its config")
     rope_scaling: dict[str, Any] | str | None = Field(None, description="zero-shot RoPE scaling TYPE:FACTOR (e.g. yarn:4) or a dict")
 
