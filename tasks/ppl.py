@@ -83,6 +83,7 @@ class Perplexity(Task):
     category = "perplexity"
     metric = "perplexity"
     needs: ClassVar[str] = "prompt_logprobs"
+    requires_data = True  # documents come from a corpus (a path, the essays, or the hub), never generated
     mode: ClassVar[str] = "full"
     summary = "token-level loss of long documents ({source}), one window per document"
     data_source = "{source} documents (path: {path})"
