@@ -80,3 +80,16 @@ def test_a_failed_scored_task_still_fails_the_run_beside_perplexity(stub_server,
     cell = csv[csv["task"] == "ruler/niah_single_1"].iloc[0]
     assert (cell["n"], cell["planned"], cell["errored"], cell["status"]) == (1, 2, 1, "errored")
     assert "ppl/full" not in set(csv["task"])
+
+
+def test_a_board_of_perplexity_runs_only_says_why_it_is_empty(stub_server, data_dir, tmp_path, ctxbench):
+    stub = stub_server()
+    suite = _suite(tmp_path, "Sphinx of black quartz, judge my vow. ")
+    suite.write_text(suite.read_text().replace("  - ruler/niah_single_1\n", ""))
+    store = tmp_path / "runs"
+    code, _, err = ctxbench(*_argv(stub.url, suite, store, data_dir))
+    assert code == 0, err
+    code, _, err = ctxbench("board", "build", "--store", str(store), "--out", str(tmp_path / "board"))
+    lines = [x for x in err.splitlines() if x.startswith("error:")]
+    assert code == 2 and len(lines) == 1 and "only perplexity tasks" in lines[0], err
+    assert not (tmp_path / "board").exists()
