@@ -109,7 +109,10 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
                     sid = f"{task}@{length}#{j}"
                     if sid not in latest:
                         pending[(model, fp, seed, sid)] = (task, int(length))
-        provenance.append(_provenance(store, rec, latest, model, fp))
+        provenance.append(_provenance(store, rec, latest, model, fp, losses))
+        if losses:
+            notes.append(f"run {rec['run_id']}: {', '.join(sorted(losses))} (perplexity) is not on the board; "
+                         "ctxbench score prints it and studies report it")
     if duplicates:
         notes.append(f"{duplicates} samples were scored in more than one run of the same model; each counts once")
     have = {k[:4] for k in units}
@@ -161,8 +164,11 @@ def _cells(units: dict, pending: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 
-def _provenance(store: RunStore, rec: dict[str, Any], latest: dict[str, dict], model: str, fp: str) -> dict[str, Any]:
-    plan = rec.get("plan") or {}
+def _provenance(store: RunStore, rec: dict[str, Any], latest: dict[str, dict], model: str, fp: str,
+                losses: set[str]) -> dict[str, Any]:
+    """A run's header row; its counts cover the board's tasks only (perplexity rows have no score, yet did not fail)."""
+    plan = {t: n for t, n in (rec.get("plan") or {}).items() if t not in losses}
+    latest = {sid: r for sid, r in latest.items() if r.get("task") not in losses}
     per_cell = sorted({int(n) for per_length in plan.values() for n in per_length.values()})
     sessions = [s.get("started") for s in rec.get("sessions") or [] if s.get("started")]
     versions = rec.get("versions") or {}

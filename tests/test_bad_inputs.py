@@ -6,12 +6,14 @@ drive real processes.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
+from ctxbench.harness.core.config import CONFIG_ROOT
 from ctxbench.harness.core.models import cache_dir
 
 GOOD = "name: t\nlengths: [512]\nsamples: 1\ntasks: [ruler/niah_single_1]\n"
@@ -54,11 +56,46 @@ def files(tmp_path: Path) -> dict[str, str]:
     (t / "hotpot_corrupt.json").write_text("[{]")
     (t / "longbench_empty.jsonl").write_text("")
     (t / "longbench_corrupt.jsonl").write_text('{"input": "q", "context": "c"}\n{oops\n')
+    # the trainers', data commands' and studies' configs: a shipped one with one thing wrong
+    for name, shipped, old, new in CONFIG_FAULTS:
+        text = (CONFIG_ROOT / shipped).read_text()
+        assert old in text, (shipped, old)
+        (t / name).write_text(text.replace(old, new, 1))
+    (t / "study_latin1.yaml").write_bytes(b"name: caf\xe9\n")
     # a run whose record is garbage: score (resume) and board build must say so in one line
     garbage = tmp_path / "garbage_store"
     (garbage / "run-x").mkdir(parents=True)
     (garbage / "run-x" / "record.json").write_text("{not json")
     return {p.name: str(p) for p in t.iterdir()} | {"garbage_store": str(garbage), "tmp": str(tmp_path)}
+
+
+LOGO, HQA, LOGO_DATA, HQA_DATA, STUDY = ("trainers/logo-tiny.yaml", "trainers/hqa-sft-tiny.yaml", "data/logo-tiny.yaml",
+                                          "data/hqa-tiny.yaml", "studies/cpu-stdlib.yaml")
+CONFIG_FAULTS = [  # file written, shipped config, text replaced, replacement
+    ("logo_unknown_key.yaml", LOGO, "beta: 10.0", "betta: 10.0"),
+    ("logo_ill_typed.yaml", LOGO, "beta: 10.0", "beta: abc"),
+    ("logo_lora_key.yaml", LOGO, "r: 8,", "rank: 8,"),
+    ("logo_no_data.yaml", LOGO, "path: runs/data/logo-tiny", "path: nowhere/logo"),
+    ("logo.yaml", LOGO, "", ""),
+    ("hqa_stage_key.yaml", HQA, "    seq_len: 1024", "    seq_length: 1024"),
+    ("hqa_stage_data_missing.yaml", HQA, "data: configs/data/hqa-tiny.yaml", "data: nowhere/hqa.yaml"),
+    ("hqa.yaml", HQA, "", ""),
+    ("logo_data_unknown_key.yaml", LOGO_DATA, "num_chunks: 8", "num_chunkz: 8"),
+    ("logo_data_backend.yaml", LOGO_DATA, "  backend: hf", "  backend: nope"),
+    ("logo_data_backend_arg.yaml", LOGO_DATA, "dtype: float32", "dtipe: float32"),
+    ("logo_data.yaml", LOGO_DATA, "", ""),
+    ("hqa_data_unknown_key.yaml", HQA_DATA, "small_tokens: 128", "smal_tokens: 128"),
+    ("hqa_data_docs_missing.yaml", HQA_DATA, "path: squad/dev-v2.0.json", "path: nowhere/dev.json"),
+    ("hqa_data_medium.yaml", HQA_DATA, "medium_tokens: 384", "medium_tokens: 64"),
+    ("hqa_data.yaml", HQA_DATA, "", ""),
+    ("study_unknown_key.yaml", STUDY, "seeds: [0, 1, 2]", "sedes: [0, 1, 2]"),
+    ("study_reference.yaml", STUDY, "reference: standard", "reference: nosuch"),
+    ("study_training_key.yaml", STUDY, "  max_steps: 2", "  max_stepz: 2"),
+    ("study_eval_task.yaml", STUDY, "{task: niah/multi,", "{task: niah/nosuch,"),
+    ("study_eval_backend_arg.yaml", STUDY, "backend_args: {dtype: float32, threads: 1}", "backend_args: {dtipe: float32}"),
+    ("study_corpus_missing.yaml", STUDY, 'path: "stdlib:"', "path: nowhere/corpus.jsonl"),
+    ("study.yaml", STUDY, "", ""),
+]
 
 
 def cases(f: dict[str, str]) -> dict[str, tuple[list[str], str]]:
@@ -142,6 +179,42 @@ def cases(f: dict[str, str]) -> dict[str, tuple[list[str], str]]:
         "import_huge_field": (["board", "import", f["huge.csv"], "--store", "{store}"], "huge.csv line"),
         "import_not_utf8": (["board", "import", f["latin1.csv"], "--store", "{store}"], "not UTF-8"),
         "import_a_directory": (["board", "import", f["tmp"], "--store", "{store}"], "is a directory"),
+        # train (relative paths in the configs resolve under tmp: the test runs there)
+        "train_unknown_method": (["train", "nope", "--config", f["logo.yaml"]], "unknown trainer 'nope'"),
+        "train_logo_unknown_key": (["train", "logo", "--config", f["logo_unknown_key.yaml"]], "betta: unknown key"),
+        "train_logo_ill_typed": (["train", "logo", "--config", f["logo_ill_typed.yaml"]], "beta:"),
+        "train_logo_lora_key": (["train", "logo", "--config", f["logo_lora_key.yaml"]], "lora.rank"),
+        "train_logo_no_data": (["train", "logo", "--config", f["logo_no_data.yaml"]], "run `ctxbench data logo`"),
+        "train_logo_max_steps_zero": (["train", "logo", "--config", f["logo.yaml"], "--max-steps", "0"], "max_steps"),
+        "train_store_under_a_file": (["train", "logo", "--config", f["logo.yaml"], "--store", f["a_file"] + "/runs"], "--store"),
+        "train_output_under_a_file": (["train", "logo", "--config", f["logo.yaml"], "--output-dir", f["a_file"] + "/m"],
+                                      "--output-dir"),
+        "train_stage_on_unstaged": (["train", "logo", "--config", f["logo.yaml"], "--stage", "s1"], "has no stages"),
+        "train_hqa_stage_key": (["train", "hqa_sft", "--config", f["hqa_stage_key.yaml"]], "stages.0"),
+        "train_hqa_stage_data_missing": (["train", "hqa_sft", "--config", f["hqa_stage_data_missing.yaml"]], "nowhere/hqa.yaml"),
+        "train_hqa_unknown_stage": (["train", "hqa_sft", "--config", f["hqa.yaml"], "--stage", "s9"], "no stage named 's9'"),
+        # data logo | hqa
+        "data_logo_unknown_key": (["data", "logo", "--config", f["logo_data_unknown_key.yaml"]], "num_chunkz"),
+        "data_logo_no_hotpotqa": (["data", "logo", "--config", f["logo_data.yaml"], "--data-dir", f["empty_essays"]],
+                                  "no hotpotqa"),
+        "data_logo_bad_backend": (["data", "logo", "--config", f["logo_data_backend.yaml"]], "generator.backend"),
+        "data_logo_bad_backend_arg": (["data", "logo", "--config", f["logo_data_backend_arg.yaml"]],
+                                      "generator.backend_args.dtipe"),
+        "data_logo_out_under_a_file": (["data", "logo", "--config", f["logo_data.yaml"], "--out", f["a_file"] + "/o"], "--out"),
+        "data_hqa_unknown_key": (["data", "hqa", "--config", f["hqa_data_unknown_key.yaml"]], "smal_tokens"),
+        "data_hqa_docs_missing": (["data", "hqa", "--config", f["hqa_data_docs_missing.yaml"]], "documents.path"),
+        "data_hqa_medium_not_multiple": (["data", "hqa", "--config", f["hqa_data_medium.yaml"]], "medium_tokens"),
+        "data_hqa_out_under_a_file": (["data", "hqa", "--config", f["hqa_data.yaml"], "--out", f["a_file"] + "/o"], "--out"),
+        # study
+        "study_missing": (["study", str(tmp / "nope.yaml")], "does not exist"),
+        "study_not_utf8": (["study", f["study_latin1.yaml"]], "not UTF-8"),
+        "study_unknown_key": (["study", f["study_unknown_key.yaml"]], "sedes"),
+        "study_bad_reference": (["study", f["study_reference.yaml"]], "reference 'nosuch'"),
+        "study_training_key": (["study", f["study_training_key.yaml"]], "max_stepz"),
+        "study_eval_task": (["study", f["study_eval_task.yaml"]], "niah/nosuch"),
+        "study_eval_backend_arg": (["study", f["study_eval_backend_arg.yaml"]], "eval.backend_args.dtipe"),
+        "study_corpus_missing": (["study", f["study_corpus_missing.yaml"]], "corpus.path"),
+        "study_out_under_a_file": (["study", f["study.yaml"], "--out", f["a_file"] + "/o"], "--out"),
     }
 
 
@@ -149,16 +222,21 @@ def _files(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-CASE_NAMES = sorted(cases({k: "/x" for k in ("a_file", "corrupt.gguf", "truncated.gguf", "latin1.yaml", "a_dir.yaml",
-                                             "huge.csv", "bad_length.csv", "latin1.csv", "empty_essays", "few_words.txt",
-                                             "no_text.json", "squad_corrupt.json", "squad_wrong.json", "squad_empty.json",
-                                             "hotpot_corrupt.json", "longbench_empty.jsonl", "longbench_corrupt.jsonl",
-                                             "garbage_store", "tmp")}))
+CASE_NAMES = sorted(cases(collections.defaultdict(lambda: "/x")))
 
 
 @pytest.mark.parametrize("case", CASE_NAMES)
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, files, tmp_path, ctxbench, data_dir):
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, files, tmp_path, ctxbench, data_dir, monkeypatch,
+                                                         tmp_path_factory):
     argv, fragment = cases(files)[case]
+    monkeypatch.chdir(tmp_path)  # relative outputs (a config's store, out_dir) would land here, and be seen
+    monkeypatch.setenv("CTXBENCH_DATA_DIR", str(data_dir))
+    # a private sample cache (other processes may fill the shared one meanwhile); the rest links to the shared cache
+    shared, private = cache_dir(), tmp_path_factory.mktemp("cache")
+    for entry in shared.iterdir():
+        if entry.name != "datasets":
+            (private / entry.name).symlink_to(entry)
+    monkeypatch.setenv("CTXBENCH_CACHE", str(private))
     garbage_suite = suite(Path(files["tmp"]), "g.yaml", GOOD)
     if case == "garbage_record_resume":  # the run id this suite would get is the garbage run's
         from ctxbench.harness.core.config import load_suite

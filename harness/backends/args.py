@@ -83,3 +83,23 @@ class OpenAIArgs(BackendArgs):
     prompt_format: Literal["text", "ids"] = Field("text", description="completions: send the prompt as text or as token ids")
     extra_body: dict[str, Any] | None = Field(None, description="a JSON object merged into every request body")
     batch_size: int = Field(0, ge=0, description="requests per generate() call from the runner; 0: 4 x concurrency")
+
+
+ARGS_OF = {"echo": EchoArgs, "hf": HFArgs, "vllm": VLLMArgs, "openai": OpenAIArgs, "lmeval": LMEvalArgs}
+
+
+def check_backend_args(backend: str, args: dict[str, Any], *, where: str = "") -> None:
+    """Refuse a config's unknown backend, or an unknown or ill-typed backend argument, before any work (studies and data
+    commands build their backend late, after data and training); a plugin backend checks its own when it is built.
+    `where` prefixes the keys in the message, e.g. "study.yaml: eval." gives "study.yaml: eval.backend_args.dtyp: ..."."""
+    from ctxbench.harness.core import registry
+    from ctxbench.harness.core.backend import parse_backend_args
+    from ctxbench.harness.core.errors import ConfigError
+
+    registry.get("backend", backend, field=f"{where}backend")
+    model = ARGS_OF.get(backend.split(":", 1)[0])
+    if model is not None:
+        try:
+            parse_backend_args(model, args, backend=backend)
+        except ConfigError as e:
+            raise ConfigError(f"{where}{e}") from None

@@ -38,6 +38,9 @@ def board_build(
     frames = load_store(runs_dir, [r for r in runs.split(",") if r] if runs else None)
     reported = reported_frame(runs_dir)
     parts = [x for x in (frames.scores, reported) if not x.empty]
+    if not parts and any("(perplexity) is not on the board" in n for n in frames.notes):
+        raise ConfigError(f"board build: the runs in {runs_dir} hold only perplexity tasks (ppl/*), which the board does "
+                          "not show; `ctxbench score` prints their perplexities, `ctxbench study` reports them")
     if not parts:
         raise ConfigError(f"board build: no scored runs in {runs_dir}; run `ctxbench score` first or `ctxbench board import`")
     df = pd.concat(parts, ignore_index=True)

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ctxbench.harness.cli_common import err, out
+from ctxbench.harness.cli_common import err, out, writable_dir
 
 data_app = typer.Typer(help="Synthesize packed long-context training data (standard, SPLICE, Quest, kNN, ICLM) "
                             "and inspect it.")
@@ -26,6 +26,7 @@ def data_pack(
     from ctxbench.trainers.data.pipeline import load_config, synthesize
 
     cfg = load_config(config, out_dir=out_dir, budget_tokens=budget_tokens, seed=seed)
+    writable_dir(Path(cfg.out_dir), "--out" if out_dir else "out_dir")
     with progress(err, unit="tok") as bar:
         task = bar.add_task(f"{cfg.method} -> {cfg.out_dir}", total=cfg.budget_tokens)
         m = synthesize(cfg, progress=lambda done, total: bar.update(task, completed=done, total=total))

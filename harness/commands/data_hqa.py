@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ctxbench.harness.cli_common import _data_dir, err, out
+from ctxbench.harness.cli_common import _data_dir, err, out, writable_dir
 from ctxbench.harness.commands.data import data_app
 
 
@@ -22,6 +22,7 @@ def data_hqa(
     from ctxbench.trainers.hqa.data import load_data_config, synthesize
 
     cfg = load_data_config(config, out_dir=out_dir)
+    writable_dir(Path(cfg.out_dir), "--out" if out_dir else "out_dir")
     bar = progress(err, unit="calls")
     job = bar.add_task(f"hqa -> {cfg.out_dir} (generator calls)", total=None)
 

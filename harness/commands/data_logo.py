@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ctxbench.harness.cli_common import _data_dir, err, out
+from ctxbench.harness.cli_common import _data_dir, err, out, writable_dir
 from ctxbench.harness.commands.data import data_app
 
 
@@ -19,14 +19,26 @@ def data_logo(
 ):
     """Chunk, score and split QA contexts, let the policy answer from relevant / irrelevant / mixed chunks, and write
     chosen + M rejected responses with synthetic position ids; rerunning resumes (generations are cached)."""
+    from ctxbench.harness.backends.args import check_backend_args
     from ctxbench.harness.core.progress import progress
     from ctxbench.trainers.logo.data import load_config, synthesize
 
     cfg = load_config(config, out_dir=out_dir, max_samples=max_samples,
                       data_dir=str(d) if (d := _data_dir(data_dir)) else None)
-    with progress(err) as bar:
-        task = bar.add_task(f"logo -> {cfg.out_dir}", total=None)
-        m = synthesize(cfg, progress=lambda done, total: bar.update(task, completed=done, total=total))
+    writable_dir(Path(cfg.out_dir), "--out" if out_dir else "out_dir")
+    check_backend_args(cfg.generator.backend, cfg.generator.backend_args, where="generator.")
+    bar = progress(err)
+    task = bar.add_task(f"logo -> {cfg.out_dir}", total=None)
+
+    def advance(done: int, total: int) -> None:  # the bar starts with the generator: bad input fails first, as one line
+        if not bar.live.is_started:
+            bar.start()
+        bar.update(task, completed=done, total=total)
+
+    try:
+        m = synthesize(cfg, progress=advance)
+    finally:
+        bar.stop()
     if m.get("reused"):
         out.print(f"already built with the same inputs: {cfg.out_dir}", highlight=False)
     drops = ", ".join(f"{k} {v}" for k, v in sorted(m.get("drops", {}).items())) or "none"

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ctxbench.harness.cli_common import _data_dir, err, out
+from ctxbench.harness.cli_common import _data_dir, err, out, writable_dir
 
 
 def study(
@@ -23,6 +23,7 @@ def study(
     s = load_study(config)
     if out_dir is not None:
         s = s.model_copy(update={"out_dir": str(out_dir)})
+    writable_dir(s.root(), "--out" if out_dir is not None else "out_dir")
     if check:
         out.print(f"{config}: valid; {len(s.methods)} methods ({', '.join(m.name for m in s.methods)}) × "
                   f"{len(s.seeds)} seeds, reference {s.reference}, output {s.root()}")

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ctxbench.harness.cli_common import err, out
+from ctxbench.harness.cli_common import err, out, writable_dir
 
 
 def train(
@@ -30,6 +30,9 @@ def train(
         raise ConfigError(f"--stage: trainer {method!r} has no stages; drop --stage")
     cfg = load_config(cls.config_cls, config, store=str(store) if store else None,
                       output_dir=str(output_dir) if output_dir else None, max_steps=max_steps)
+    writable_dir(Path(cfg.store), "--store" if store else "store")
+    if cfg.output_dir:
+        writable_dir(Path(cfg.output_dir), "--output-dir" if output_dir else "output_dir")
     trainer = cls(cfg, console=err, stage=stage) if staged else cls(cfg, console=err)
     result = trainer.train(fresh=fresh)
     for earlier in getattr(trainer, "results", [])[:-1]:

@@ -202,4 +202,7 @@ def load_study(path: Path) -> StudyConfig:
                                   study.root() / "data" / m.name, None)
         trainer_config(study, m, study.seeds[0], placeholder, where=path.name)
     load_eval_suite(study.eval, where=path.name)
+    from ctxbench.harness.backends.args import check_backend_args
+
+    check_backend_args(study.eval.backend, study.eval.backend_args, where=f"{path.name}: eval.")
     return study

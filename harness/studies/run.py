@@ -83,6 +83,10 @@ def run_study(study: StudyConfig, *, console: Any = None, data_dir: Path | None 
     from ctxbench.trainers.data.corpus import resolve_corpus
 
     console = console or Console(stderr=True)
+    corpus_path = str(study.corpus.get("path", ""))
+    if not corpus_path.startswith("stdlib:") and not Path(corpus_path).expanduser().exists():  # before anything is written
+        raise ConfigError(f"corpus.path: {corpus_path} does not exist; point it at a .jsonl/.parquet file or a directory, "
+                          "or use 'stdlib:'")
     root = study.root()
     root.mkdir(parents=True, exist_ok=True)
     env_dir = os.environ.get("CTXBENCH_DATA_DIR")

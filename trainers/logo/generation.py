@@ -70,11 +70,11 @@ def generate_missing(requests: dict[str, Request], cache: CallCache, make_backen
     """
     todo = [k for k in requests if k not in cache]
     counts = {"cached": len(requests) - len(todo), "generated": 0, "failed": 0, "truncated": 0}
+    backend = make_backend() if todo else None  # first: a bad backend argument fails before any progress is shown
     if progress:
         progress(counts["cached"], len(requests))
     if not todo:
         return counts
-    backend = make_backend()
     step = max(1, int(getattr(backend, "batch_size", 8) or 8))
     for i in range(0, len(todo), step):
         keys = todo[i:i + step]
