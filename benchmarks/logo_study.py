@@ -2,7 +2,7 @@
 
     python benchmarks/logo_study.py [--work runs/logo-study] [--data-dir ../shared/data] [--max-samples 48]
         [--samples 3] [--niah-lengths 2048,4096,8192] [--qa-lengths 2048] [--ppl-lengths 2048,4096,8192]
-        [--ppl-documents 2]
+        [--ppl-documents 2] [--ppl-task ppl/sliding|ppl/full] [--max-steps N]
 
 Every step is a `ctxbench` command (resumable: rerunning skips what is finished):
   1. ctxbench data logo   (configs/data/logo-tiny.yaml: SmolLM2-135M answers its own HotpotQA prompts)
@@ -46,8 +46,10 @@ def sh(args: list[str], log: Path) -> float:
     return round(time.perf_counter() - start, 1)
 
 
-def trainer_config(name: str, work: Path) -> Path:
+def trainer_config(name: str, work: Path, max_steps: int | None = None) -> Path:
     raw = yaml.safe_load((ROOT / "configs" / "trainers" / f"{name}.yaml").read_text())
+    if max_steps:  # a smaller run: evaluate and save at its end
+        raw.update(max_steps=max_steps, eval_steps=max_steps, save_steps=max_steps)
     raw["data"]["path"] = str(work / "data")
     raw["store"] = str(work / "train")
     raw["output_dir"] = str(work / "models" / name)
@@ -125,6 +127,9 @@ def main() -> None:
     ap.add_argument("--qa-lengths", default="2048")
     ap.add_argument("--ppl-lengths", default="2048,4096,8192", help="perplexity windows ('' = no perplexity curve)")
     ap.add_argument("--ppl-documents", type=int, default=2, help="essays of at least the longest window (2 qualify at 8K)")
+    ap.add_argument("--ppl-task", default="ppl/sliding", choices=["ppl/sliding", "ppl/full"],
+                    help="sliding windows (as LOGO evaluates PG-19) or one window per length (cheaper)")
+    ap.add_argument("--max-steps", type=int, default=None, help="train fewer steps than the configs (8)")
     args = ap.parse_args()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -134,7 +139,7 @@ def main() -> None:
     seconds["data"] = sh(["data", "logo", "--config", "configs/data/logo-tiny.yaml", "--data-dir", str(args.data_dir),
                           "--out", str(work / "data"), "--max-samples", str(args.max_samples)], log)
     for name, label in (("logo-tiny", "logo"), ("logo-tiny-sft", "sft")):
-        seconds[f"train_{label}"] = sh(["train", "logo", "--config", str(trainer_config(name, work))], log)
+        seconds[f"train_{label}"] = sh(["train", "logo", "--config", str(trainer_config(name, work, args.max_steps))], log)
 
     niah = [int(x) for x in args.niah_lengths.split(",")]
     qa = [int(x) for x in args.qa_lengths.split(",")]
@@ -144,7 +149,7 @@ def main() -> None:
              "tasks": [{"task": "niah/single", "args": {"depths": args.samples}, "lengths": niah},
                        {"task": "ruler/qa_1", "lengths": qa}]}
     if ppl:
-        suite["tasks"].append({"task": "ppl/sliding", "lengths": ppl, "args": {
+        suite["tasks"].append({"task": args.ppl_task, "lengths": ppl, "args": {
             "source": "essays", "min_tokens": max(ppl), "documents": args.ppl_documents}})
     (work / "suite.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
     paths = {"base": "smollm2-135m", "sft": str(work / "models" / "logo-tiny-sft"), "logo": str(work / "models" / "logo-tiny")}
