@@ -235,7 +235,7 @@ def test_shipped_hqa_trainer_configs_validate(path, monkeypatch):
     cfg = load_config(HQASFTConfig, path)
     lens = [s.seq_len for s in cfg.stages]
     assert lens == sorted(lens) and all(s.rope is not None for s in cfg.stages)
-    HQASFTTrainer(cfg).stage_trainers()  # every stage's data config resolves
+    HQASFTTrainer(cfg).stage_configs()  # every stage's data config resolves (nothing synthesized, no tokenizer)
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "configs" / "data").glob("hqa-*.yaml")), ids=lambda p: p.name)
@@ -260,6 +260,6 @@ def test_ablation_study_methods_validate(monkeypatch):
         stages = [{**s, "data_args": {**s.get("data_args", {}), "composition": {**Composition().model_dump(), **m["composition"]},
                                       "out_dir": f"hqa-data/ablation/{m['name']}-{s['name']}"}} for s in training["stages"]]
         cfg = HQASFTConfig(**{**training, "label": m["name"], "stages": stages})
-        HQASFTTrainer(cfg).stage_trainers()
+        HQASFTTrainer(cfg).stage_configs()
         seen.add((comp.after, comp.revisit, comp.counts, comp.summary))
     assert len(seen) == len(study["methods"]) - 1 and study["baseline"] in [m["name"] for m in study["methods"]]

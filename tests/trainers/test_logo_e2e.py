@@ -21,6 +21,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(7200)  # 18 generator calls, training and scoring: minutes on a loaded 2-core machine
 def test_data_train_score_on_the_command_line(tmp_path, data_dir):
     data = yaml.safe_load((REPO / "configs" / "data" / "logo-tiny.yaml").read_text())
     data.update(max_samples=6, out_dir=str(tmp_path / "data"))

@@ -273,38 +273,60 @@ class HQASFTTrainer(StageTrainer):
     def output_dir(self) -> Path:
         return self.stage_trainers()[-1].output_dir
 
-    def stage_trainers(self) -> list[StageTrainer]:
-        """One ordinary run per stage, each starting from the previous stage's output directory."""
-        if self._stages is not None:
-            return self._stages
+    def planned_stages(self) -> list:
+        """The stage configs this trainer runs: all, or those up to and including --stage."""
+        names = [s.name for s in self.config.stages]
+        return self.config.stages[: names.index(self.until) + 1] if self.until is not None else list(self.config.stages)
+
+    def _stage_config(self, i: int, st: Any, base: Any, previous: str | None) -> HQAStageConfig:
         c = self.config
         shared = c.model_dump(exclude={"stages", "eval_samples", "rope", "max_steps", "label", "output_dir", "base_model"})
-        out: list[StageTrainer] = []
-        base: Any = c.base_model
-        previous = None
         stem = c.label or (self.base_name if isinstance(c.base_model, ScratchModel) else Path(str(c.base_model)).name)
-        for i, st in enumerate(c.stages):
-            raw = {**shared, "base_model": base, "label": f"{stem}-{st.name}", "stage": st.name, "data": st.data,
-                   "data_args": st.data_args, "data_identity": data_identity(st.data, st.data_args), "seq_len": st.seq_len,
-                   "rope": st.rope, "epochs": st.epochs, "max_steps": st.max_steps, "sequence_parallel": st.sequence_parallel,
-                   "learning_rate": st.learning_rate or c.learning_rate, "previous_stage": previous, "eval_samples": c.eval_samples,
-                   "output_dir": str(Path(c.output_dir) / st.name) if c.output_dir else None}
-            cfg = validate(HQAStageConfig, raw, where=f"stages.{i}")
+        raw = {**shared, "base_model": base, "label": f"{stem}-{st.name}", "stage": st.name, "data": st.data,
+               "data_args": st.data_args, "data_identity": data_identity(st.data, st.data_args), "seq_len": st.seq_len,
+               "rope": st.rope, "epochs": st.epochs, "max_steps": st.max_steps, "sequence_parallel": st.sequence_parallel,
+               "learning_rate": st.learning_rate or c.learning_rate, "previous_stage": previous, "eval_samples": c.eval_samples,
+               "output_dir": str(Path(c.output_dir) / st.name) if c.output_dir else None}
+        return validate(HQAStageConfig, raw, where=f"stages.{i}")
+
+    def stage_configs(self) -> list[HQAStageConfig]:
+        """Every planned stage's config, validated (its data config resolves) without making data or loading a tokenizer:
+        a later stage's base stands for the previous stage's checkpoint, whose path is known only once its data is."""
+        out: list[HQAStageConfig] = []
+        base: Any = self.config.base_model
+        for i, st in enumerate(self.planned_stages()):
+            out.append(self._stage_config(i, st, base, out[-1].config_hash() if out else None))
+            base = f"<checkpoint of stage {st.name}>"
+        return out
+
+    def stage_trainers(self) -> list[StageTrainer]:
+        """One ordinary run per planned stage, each starting from the previous stage's output directory.
+
+        A run id hashes the stage's data, whose check needs the tokenizer; a later stage's base (the previous stage's
+        checkpoint) does not exist before that stage trains, so later stages take the first stage's tokenizer (training
+        never changes it, and every checkpoint saves it). Stages after --stage are not built: their data is not made."""
+        if self._stages is not None:
+            return self._stages
+        out: list[StageTrainer] = []
+        base: Any = self.config.base_model
+        previous = None
+        for i, st in enumerate(self.planned_stages()):
+            cfg = self._stage_config(i, st, base, previous)
             trainer = StageTrainer(cfg, console=self.console)
+            if out:
+                trainer._tokenizer = out[0].tokenizer
             out.append(trainer)
             base, previous = str(trainer.output_dir), cfg.config_hash()
         self._stages = out
         return out
 
     def train(self, *, callbacks=(), fresh: bool = False) -> TrainResult:
-        stages = self.stage_trainers()
-        if self.until is not None:
-            stages = stages[: [t.config.stage for t in stages].index(self.until) + 1]
-        for t in stages:  # refuse before any work
-            if t.config.sequence_parallel > 1:
-                raise ConfigError(f"stages.{t.config.stage}.sequence_parallel: {t.config.sequence_parallel}-way sequence "
-                                  f"parallelism (paper: DeepSpeed Ulysses) is needed for {t.config.seq_len:,} tokens and ctxbench "
+        for st in self.stage_configs():  # refuse before any work (building the stages synthesizes their data)
+            if st.sequence_parallel > 1:
+                raise ConfigError(f"stages.{st.stage}.sequence_parallel: {st.sequence_parallel}-way sequence "
+                                  f"parallelism (paper: DeepSpeed Ulysses) is needed for {st.seq_len:,} tokens and ctxbench "
                                   f"has none yet; train the earlier stages with --stage")
+        stages = self.stage_trainers()
         self.results = []
         for t in stages:
             if self.console is not None:
