@@ -318,7 +318,8 @@ class HQASFTTrainer(StageTrainer):
                    "output_dir": str(Path(c.output_dir) / st.name) if c.output_dir else None}
             cfg = validate(HQAStageConfig, raw, where=f"stages.{i}")
             trainer = StageTrainer(cfg, console=self.console)
-            out.append(trainer)
+            trainer._tokenizer = self.tokenizer  # stages keep the base model's tokenizer: a later stage's data (and run id)
+            out.append(trainer)                  # is known before the earlier stage has written its checkpoint
             base, previous = str(trainer.output_dir), cfg.config_hash()
         self._stages = out
         return out
