@@ -156,7 +156,7 @@ def test_logo_and_its_sft_baseline_beside_a_packing(tmp_path, data_dir, logo_con
     assert [(t.method, t.seed) for t in result.trained] == [(m, s) for m in ("packed", "logo", "sft") for s in (0, 1)]
     for t in result.trained[2:]:
         manifest = json.loads((t.checkpoint / "ctxbench_manifest.json").read_text())
-        assert manifest["trainer"] == "logo" and manifest["objective"] == t.method.replace("logo", "logo")
+        assert manifest["trainer"] == "logo" and manifest["objective"] == t.method
         data = Path(json.loads((t.run_dir / "record.json").read_text())["data"]["path"])
         m = json.loads((data / "manifest.json").read_text())
         assert data.is_relative_to(tmp_path / "s" / "data" / t.method) and m["config"]["seed"] == t.seed

@@ -169,6 +169,13 @@ class StageTrainer(HFTrainer):
 
     name = "hqa_sft"
     config_cls = HQAStageConfig
+    tokenizer_from: HFTrainer | None = None  # the multi-stage trainer whose base model's tokenizer every stage uses
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None and self.tokenizer_from is not None:
+            self._tokenizer = self.tokenizer_from.tokenizer
+        return super().tokenizer
 
     def data_dir(self) -> Path:
         from ctxbench.trainers.hqa.data import load_data_config, synthesize
@@ -318,8 +325,8 @@ class HQASFTTrainer(StageTrainer):
                    "output_dir": str(Path(c.output_dir) / st.name) if c.output_dir else None}
             cfg = validate(HQAStageConfig, raw, where=f"stages.{i}")
             trainer = StageTrainer(cfg, console=self.console)
-            trainer._tokenizer = self.tokenizer  # stages keep the base model's tokenizer: a later stage's data (and run id)
-            out.append(trainer)                  # is known before the earlier stage has written its checkpoint
+            trainer.tokenizer_from = self  # stages keep the base model's tokenizer: a later stage's data (and run id)
+            out.append(trainer)            # is known before the earlier stage has written its checkpoint
             base, previous = str(trainer.output_dir), cfg.config_hash()
         self._stages = out
         return out
