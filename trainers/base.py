@@ -218,6 +218,15 @@ def validate(cls: type[TrainerConfig], raw: dict[str, Any], *, where: str) -> Tr
         raise ConfigError(one_line(e, where)) from None
 
 
+def config_path(path: str) -> Path:
+    """A config file as given, or relative to the repository (configs/...) when run from another directory."""
+    p = Path(path)
+    if p.exists() or p.is_absolute():
+        return p
+    repo = CONFIG_ROOT.parent / p
+    return repo if repo.exists() else p
+
+
 def deepspeed_path(spec: str) -> Path:
     p = CONFIG_ROOT / "deepspeed" / f"{spec}.json" if spec in DEEPSPEED_PRESETS else Path(spec)
     if not p.exists():

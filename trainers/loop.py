@@ -94,6 +94,12 @@ class HFTrainer:
         Pure: prepare_data() does the work, resumably, when the study asks for the data."""
         raise ConfigError(f"trainer {cls.name!r} cannot be a study method: it defines no study_data_config()")
 
+    @classmethod
+    def study_config(cls, settings: dict[str, Any], options: Any, inputs: StudyInputs) -> dict[str, Any]:
+        """The whole raw trainer config of a study method: the study's settings with the method's data in place.
+        Default: `data` = study_data_config(); a trainer whose data sits elsewhere (hqa_sft: in every stage) overrides it."""
+        return {**settings, "data": cls.study_data_config(options, inputs)}
+
     def corpus_documents(self) -> frozenset[str] | None:
         """Ids of the study-corpus documents the prepared data was made from (None: it reads no study-corpus
         document); the study asserts that none is held out."""

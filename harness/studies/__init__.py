@@ -23,11 +23,21 @@ declares four things:
         what the report shows about the data ({part: {sequences, docs_per_sequence, doc_similarity, zipf,
         domains, duplicate_rate}} for packings; None for nothing).
 
-CPT (trainers/cpt.py) packs the corpus with a packing method ({method, method_args, mix_ratio, eval_sequences}).
-A conversation (hierarchical-QA SFT) or preference (LOGO) trainer does the same with its own `synthesize(config)`:
-study_data_config returns a data section that points its synthesis at inputs.out_dir, reading documents through
-identified_documents(CorpusConfig(**inputs.corpus)) (held-out documents skipped) or, for LOGO, its QA data under
-inputs.data_dir (corpus_documents -> None). tests/trainers/test_study_methods.py has a stub of that kind.
+A trainer whose data does not sit in one `data` section overrides `study_config(settings, options, inputs) -> dict`
+(default: settings plus data = study_data_config()), which returns the whole raw trainer config.
+
+Plugged in:
+- cpt (trainers/cpt.py) packs the corpus with a packing method ({method, method_args, mix_ratio, eval_sequences}).
+- hqa_sft (trainers/hqa/study.py): options {composition, data_args, samples}; its stages (data YAML, seq_len,
+  RoPE, steps) come from the study's `training`, the last at the study's seq_len; study_config points every stage's
+  synthesis at inputs.out_dir/<stage> with documents read from the study corpus (format: corpus, so the held-out
+  documents stay out), the study's tokenizer and data seed, and budget_tokens // seq_len conversations.
+  corpus_documents() is every conversation's documents; the study checks them against the held-out set.
+- logo (trainers/logo/trainer.py): options {data: a LOGO data YAML, data_args, eval_samples, max_samples};
+  its synthesis goes to inputs.out_dir with the study's seed; it reads QA samples under inputs.data_dir, not the
+  study corpus (corpus_documents -> None). `training: {objective: sft}` is its SFT baseline on the same data.
+tests/trainers/test_study_methods.py has a stub trainer of a conversation kind; tests/trainers/test_study_trainers.py
+runs hqa_sft and logo beside a packing.
 """
 
 from ctxbench.harness.studies.config import EvalSpec, MethodSpec, PerplexitySpec, StatsSpec, StudyConfig, load_study

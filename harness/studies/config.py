@@ -167,9 +167,12 @@ def trainer_config(study: StudyConfig, m: MethodSpec, seed: int, inputs: StudyIn
     """One (method, seed) training: the study's and the method's settings, the seed, and the method's data."""
     cls = trainer_class(study.trainer_of(m), where=f"{where}: methods.{m.name}")
     options = data_options(study, m, where=f"{where}: methods.{m.name}")
-    raw = {**study.training, **m.training, "seed": seed, "base_model": study.base_model,
-           "store": str(study.root() / "train"), "label": f"{m.name}-s{seed}",
-           "data": cls.study_data_config(options, inputs)}
+    settings = {**study.training, **m.training, "seed": seed, "base_model": study.base_model,
+                "store": str(study.root() / "train"), "label": f"{m.name}-s{seed}"}
+    try:
+        raw = cls.study_config(settings, options, inputs)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: methods.{m.name}: {e}") from None
     return validate(cls.config_cls, raw, where=f"{where}: methods.{m.name}.training")
 
 

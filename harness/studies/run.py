@@ -133,8 +133,10 @@ def _train(study: StudyConfig, m: MethodSpec, seed: int, corpus: dict[str, Any],
         console.print(f"{tag} training ({trainer.name}) on {data.info.get('tokens') or len(data.train)} "
                       f"{'tokens' if data.info.get('tokens') else 'examples'}")
     result = trainer.train()
-    return Trained(m.name, seed, result.run_id, result.checkpoint, result.run_dir, result.steps, result.tokens,
-                   result.train_loss, result.eval_loss, data.data_hash, trainer.data_diagnostics() if _is_main() else None)
+    runs = getattr(trainer, "results", None) or [result]  # a staged trainer (hqa_sft): every stage's steps and tokens
+    return Trained(m.name, seed, result.run_id, result.checkpoint, result.run_dir, sum(r.steps for r in runs),
+                   sum(r.tokens for r in runs), result.train_loss, result.eval_loss, data.data_hash,
+                   trainer.data_diagnostics() if _is_main() else None)
 
 
 def _untrained(study: StudyConfig, trained: list[Trained]) -> list[tuple[int | None, str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import pathlib
+from pathlib import Path
 
 import pytest
 import yaml
@@ -245,21 +246,21 @@ def test_shipped_hqa_data_configs_validate(path):
     assert math.isclose(cfg.multihop_p, 0.2)
 
 
-def test_ablation_study_methods_validate(monkeypatch):
-    """Every method of the Table 7 study is a valid hqa_sft config over valid data (until studies take any trainer)."""
-    from ctxbench.trainers.hqa.algorithms import Composition
-
-    monkeypatch.chdir(REPO)
-    study = yaml.safe_load((REPO / "configs" / "studies" / "hqa-ablation-cpu.yaml").read_text())
-    training = yaml.safe_load((REPO / study["training"]).read_text())
+def test_ablation_study_methods_validate(monkeypatch, tmp_path):
+    """The Table 7 study: every method is a valid two-stage hqa_sft config over valid data, with its own composition,
+    synthesized from the study corpus into its own directory."""
+    from ctxbench.harness.studies import load_study
+    from ctxbench.harness.studies.config import study_inputs, trainer_config
+    monkeypatch.chdir(tmp_path)  # config paths resolve against the repository from anywhere
+    study = load_study(REPO / "configs" / "studies" / "hqa-ablation-cpu.yaml")
     seen = set()
-    for m in study["methods"]:
-        if m.get("untrained"):
-            continue
-        comp = Composition(**m["composition"])
-        stages = [{**s, "data_args": {**s.get("data_args", {}), "composition": {**Composition().model_dump(), **m["composition"]},
-                                      "out_dir": f"hqa-data/ablation/{m['name']}-{s['name']}"}} for s in training["stages"]]
-        cfg = HQASFTConfig(**{**training, "label": m["name"], "stages": stages})
-        HQASFTTrainer(cfg).stage_configs()
+    for m in study.methods:
+        inputs = study_inputs(study, m, 0, study.corpus, None)
+        stages = trainer_config(study, m, 0, inputs).stages  # stage_trainers() would synthesize (run ids hash the data)
+        datas = [load_data_config(Path(s.data), **s.data_args) for s in stages]
+        comps = {d.composition for d in datas}
+        assert len(comps) == 1 and [s.seq_len for s in stages] == [1024, study.seq_len]
+        assert all(d.documents.corpus["path"] == study.corpus["path"] and Path(d.out_dir).parent == inputs.out_dir for d in datas)
+        comp = comps.pop()
         seen.add((comp.after, comp.revisit, comp.counts, comp.summary))
-    assert len(seen) == len(study["methods"]) - 1 and study["baseline"] in [m["name"] for m in study["methods"]]
+    assert len(seen) == len(study.methods) and study.reference == "hs-hs-hs-fixed"

@@ -18,9 +18,7 @@ from ctxbench.harness.studies import load_study, run_study
 from ctxbench.trainers.data.corpus import resolve_corpus
 
 REPO = Path(__file__).resolve().parents[2]
-# hqa-*: studies of other trainers (hqa_sft) wait for issue 12's trainer-method interface; tests/trainers/test_hqa_sft.py
-# validates their data and trainer settings meanwhile
-STUDIES = sorted(p for p in (REPO / "configs" / "studies").glob("*.yaml") if not p.name.startswith("hqa-"))
+STUDIES = sorted((REPO / "configs" / "studies").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.name)

@@ -40,8 +40,9 @@ class CorpusConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     path: str = Field(description="a .jsonl(.gz) or .parquet file (or a directory of them), a directory of .txt files, "
                                   "or a code repository tree")
-    format: Literal["auto", "jsonl", "parquet", "text_dir", "repo"] = Field(
-        "auto", description="auto: by suffix; a directory is text_dir when it holds only .txt files, else repo")
+    format: Literal["auto", "jsonl", "parquet", "text_dir", "repo", "squad"] = Field(
+        "auto", description="auto: by suffix; a directory is text_dir when it holds only .txt files, else repo; squad: a "
+                            "SQuAD JSON file, one document per article (its paragraphs joined by blank lines, id = title)")
     text_field: str = Field("text", description="jsonl/parquet: the field holding the document text")
     domain_field: str | None = Field(None, description="jsonl/parquet: field naming the document's domain (e.g. source)")
     path_field: str | None = Field(None, description="jsonl/parquet: field holding a file path (enables the repo retriever)")
@@ -168,6 +169,8 @@ def _iter_all(cfg: CorpusConfig) -> Iterator[tuple[str, str, str, str]]:
                         raise ConfigError(f"corpus.path: {f.name}:{lineno} is not valid JSON ({e.msg}); fix or "
                                           "remove that line") from None
                     yield _from_record(cfg, rec, f"{f.name}:{lineno}", f"{f.name}:{lineno}")
+    elif fmt == "squad":
+        yield from squad_articles(p)
     elif fmt == "parquet":
         import pyarrow.parquet as pq
 
@@ -183,6 +186,17 @@ def _iter_all(cfg: CorpusConfig) -> Iterator[tuple[str, str, str, str]]:
                 for rec in batch.to_pylist():
                     yield _from_record(cfg, rec, f.name, f"{f.name}:{row}")
                     row += 1
+
+
+def squad_articles(p: Path) -> Iterator[tuple[str, str, str, str]]:
+    """SQuAD articles as documents (hierarchical-QA's long documents): the paragraphs of a title, joined."""
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))["data"]
+    except (json.JSONDecodeError, KeyError, TypeError, IsADirectoryError):
+        raise ConfigError(f"corpus.path: {p} is not a SQuAD JSON file (no top-level 'data' list)") from None
+    for article in data:
+        title = str(article["title"])
+        yield "\n\n".join(par["context"] for par in article["paragraphs"]), "", title, title
 
 
 def _from_record(cfg: CorpusConfig, rec: dict, where: str, locator: str) -> tuple[str, str, str, str]:

@@ -268,6 +268,9 @@ def synthesize(cfg: HQADataConfig, *, data_dir: Path | None = None, on_calls: Ca
         fresh = [DocumentQAs(pools[i].doc_id, pools[i].text, pools[i].summary, pools[i].hierarchical, pools[i].diverse)
                  for i in pick]
         messages, turns = concatenate(fresh, np.random.default_rng([cfg.seed, 4, s]), cfg.composition)
+        if not messages:  # no-sum and every QA of its documents dropped: nothing to train on
+            drops["samples:no_turns"] += 1
+            continue
         ids, labels = tokenize(tok, messages)
         if len(ids) > cfg.target_tokens:
             drops["samples:over_target_tokens"] += 1

@@ -7,13 +7,12 @@ offsets, so the chunks of a document concatenate back to its (possibly shortened
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ctxbench.harness.core.errors import ConfigError
 
@@ -24,10 +23,19 @@ class DocumentSource(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     path: str = Field(description="squad JSON (e.g. squad/dev-v2.0.json), a .jsonl(.gz)/.parquet file or directory, or a "
                       "directory of .txt files; a relative path is looked up in the data dir (env CTXBENCH_DATA_DIR) first")
-    format: Literal["squad", "jsonl", "parquet", "text_dir", "auto"] = Field(
-        "auto", description="squad: one document per article, its paragraphs joined by blank lines; others as corpus files")
+    format: Literal["squad", "jsonl", "parquet", "text_dir", "auto", "corpus"] = Field(
+        "auto", description="squad: one document per article, its paragraphs joined by blank lines; corpus: read through "
+        "`corpus` (a study's training split: its exclude_ids stay out); others as corpus files")
     text_field: str = Field("text", description="jsonl/parquet: the field holding the document text")
     max_documents: int | None = Field(None, ge=1, description="read at most this many documents (in file order)")
+    corpus: dict[str, Any] | None = Field(None, description="format corpus: CorpusConfig keys (trainers/data/corpus.py), "
+                                          "document ids as the corpus gives them")
+
+    @model_validator(mode="after")
+    def _corpus(self):
+        if (self.format == "corpus") != (self.corpus is not None):
+            raise ValueError("documents.corpus goes with format: corpus (and format: corpus needs documents.corpus)")
+        return self
 
 
 @dataclass(frozen=True)
@@ -67,8 +75,13 @@ def resolve_path(path: str, data_dir: Path | None) -> Path:
     return p
 
 
-def source_identity(src: DocumentSource, data_dir: Path | None) -> list[tuple[str, int, int]]:
-    """(name, size, mtime) of every input file: edited documents are different data under the same config."""
+def source_identity(src: DocumentSource, data_dir: Path | None) -> list[Any]:
+    """(name, size, mtime) of every input file: edited documents are different data under the same config; a study
+    corpus also by the ids it leaves out."""
+    if src.format == "corpus":
+        from ctxbench.trainers.data.corpus import CorpusConfig, corpus_identity
+
+        return [corpus_identity(CorpusConfig(**src.corpus))]
     path = resolve_path(src.path, data_dir)
     files = sorted(f for f in path.rglob("*") if f.is_file()) if path.is_dir() else [path]
     return [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
@@ -76,6 +89,11 @@ def source_identity(src: DocumentSource, data_dir: Path | None) -> list[tuple[st
 
 def read_documents(src: DocumentSource, data_dir: Path | None) -> list[Document]:
     """Documents with stable ids (title for SQuAD, file position otherwise), in file order."""
+    if src.format == "corpus":
+        from ctxbench.trainers.data.corpus import CorpusConfig, identified_documents
+
+        docs = [Document(doc_id, text) for text, _, _, doc_id in identified_documents(CorpusConfig(**src.corpus))]
+        return docs[: src.max_documents] if src.max_documents else docs
     path = resolve_path(src.path, data_dir)
     docs = list(_squad(path) if src.format == "squad" or (src.format == "auto" and _is_squad(path)) else _corpus(src, path))
     return docs[: src.max_documents] if src.max_documents else docs
@@ -86,12 +104,13 @@ def _is_squad(path: Path) -> bool:
 
 
 def _squad(path: Path) -> Iterator[Document]:
+    from ctxbench.trainers.data.corpus import squad_articles
+
     try:
-        data = json.loads(path.read_text())["data"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        raise ConfigError(f"documents.path: {path} is not a SQuAD JSON file (no top-level 'data' list)") from None
-    for article in data:
-        yield Document(str(article["title"]), "\n\n".join(p["context"] for p in article["paragraphs"]))
+        for text, _, _, title in squad_articles(path):
+            yield Document(title, text)
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("corpus.path", "documents.path", 1)) from None
 
 
 def _corpus(src: DocumentSource, path: Path) -> Iterator[Document]:

@@ -22,6 +22,7 @@ from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.registry import register
 from ctxbench.trainers.base import DataBundle, RopeSpec, ScratchModel, TrainerConfig, TrainResult, validate
 from ctxbench.trainers.hqa.chat import IGNORE
+from ctxbench.trainers.hqa.study import HQAStudyData
 from ctxbench.trainers.loop import HFTrainer
 
 
@@ -168,6 +169,13 @@ class StageTrainer(HFTrainer):
 
     name = "hqa_sft"
     config_cls = HQAStageConfig
+    tokenizer_from: HFTrainer | None = None  # the multi-stage trainer whose base model's tokenizer every stage uses
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None and self.tokenizer_from is not None:
+            self._tokenizer = self.tokenizer_from.tokenizer
+        return super().tokenizer
 
     def data_dir(self) -> Path:
         from ctxbench.trainers.hqa.data import load_data_config, synthesize
@@ -255,6 +263,32 @@ class HQASFTTrainer(StageTrainer):
 
     config_cls = HQASFTConfig
     staged = True
+    study_data_cls = HQAStudyData
+
+    # --- as a study method (trainers/hqa/study.py) --------------------------------------------------
+    @classmethod
+    def study_config(cls, settings: dict[str, Any], options: HQAStudyData, inputs) -> dict[str, Any]:
+        """The study's settings with every stage's data synthesized from the study corpus (held-out documents out)."""
+        from ctxbench.trainers.hqa.study import study_stages
+
+        return {**settings, "stages": study_stages(settings, options, inputs)}
+
+    @property
+    def data(self) -> DataBundle:  # a study reads the data of the checkpoint it scores: the last stage's
+        return self.stage_trainers()[-1].data
+
+    def is_finished(self) -> bool:
+        return all(t.is_finished() for t in self.stage_trainers())
+
+    def corpus_documents(self) -> frozenset[str] | None:
+        from ctxbench.trainers.hqa.study import corpus_documents
+
+        return corpus_documents(self.stage_trainers())
+
+    def data_diagnostics(self) -> dict[str, Any] | None:
+        from ctxbench.trainers.hqa.study import diagnostics
+
+        return diagnostics(self.stage_trainers())
 
     def __init__(self, config: HQASFTConfig, *, console: Any = None, stage: str | None = None):
         super().__init__(config, console=console)
@@ -313,9 +347,8 @@ class HQASFTTrainer(StageTrainer):
         for i, st in enumerate(self.planned_stages()):
             cfg = self._stage_config(i, st, base, previous)
             trainer = StageTrainer(cfg, console=self.console)
-            if out:
-                trainer._tokenizer = out[0].tokenizer
-            out.append(trainer)
+            trainer.tokenizer_from = self  # stages keep the base model's tokenizer: a later stage's data (and run id)
+            out.append(trainer)            # is known before the earlier stage has written its checkpoint
             base, previous = str(trainer.output_dir), cfg.config_hash()
         self._stages = out
         return out

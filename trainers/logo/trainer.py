@@ -49,6 +49,18 @@ class LogoTrainData(BaseModel):
         return self
 
 
+class LogoStudyData(BaseModel):
+    """A LOGO method in a study: its preference data (QA samples from the data dir, not the study corpus), made with
+    the study's data seed into the method's own directory."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    data: str = Field("configs/data/logo-tiny.yaml", description="LOGO data YAML (chunks, N, δ, M, K, generator)")
+    data_args: dict[str, Any] = Field(default_factory=dict, description="overrides of the data YAML's keys, e.g. "
+                                      "{max_samples: 12}; out_dir and seed are the study's")
+    eval_samples: int = Field(4, ge=0, description="samples held out from the end of the data for the validation loss")
+    max_samples: int | None = Field(None, ge=1, description="train on at most this many samples (after the holdout)")
+
+
 class LogoConfig(TrainerConfig):
     """LOGO training (Eq. 3); see TrainerConfig for the shared settings. β/γ per model (§4.1): Llama-3-8B 10/3,
     Mistral-7B 2.5/0.25, Llama-2-7B 3/0.6; λ 0.1."""
@@ -174,6 +186,33 @@ class LogoTrainer(HFTrainer):
 
     name = "logo"
     config_cls = LogoConfig
+    study_data_cls = LogoStudyData
+
+    # --- as a study method (harness/studies) --------------------------------------------------------
+    @classmethod
+    def study_data_config(cls, options: LogoStudyData, inputs) -> dict[str, Any]:
+        """Synthesize the data YAML (with the method's overrides) into inputs.out_dir with the study's seed."""
+        from ctxbench.harness.core.config import read_yaml_mapping
+        from ctxbench.trainers.base import config_path, validate
+
+        clash = sorted({"out_dir", "seed"} & set(options.data_args))
+        if clash:
+            raise ConfigError(f"data_args: {clash[0]} is set by the study; remove it")
+        raw = {**read_yaml_mapping(config_path(options.data), field="data", expect="LOGO data settings"),
+               **options.data_args, "out_dir": str(inputs.out_dir), "seed": inputs.seed}
+        if inputs.data_dir is not None and not raw.get("data_file"):
+            raw["data_dir"] = str(inputs.data_dir)
+        validate(LogoDataConfig, raw, where=f"data ({Path(options.data).name})")  # one line now, not at training time
+        return {"synthesis": raw, "eval_samples": options.eval_samples, "max_samples": options.max_samples}
+
+    def corpus_documents(self) -> frozenset[str] | None:
+        return None  # QA samples from the data dir: no study-corpus document, so none held out
+
+    def data_diagnostics(self) -> dict[str, Any] | None:
+        """Preference samples, real tokens of all responses, window and drops (from the LOGO manifest)."""
+        info, m = self.data.info, self.manifest
+        return {"preference": {"sequences": info["samples"], "responses_per_sample": info["responses_per_sample"],
+                               "tokens": info["tokens"], "target_window": info["target_window"], "drops": m.get("drops", {})}}
 
     def __init__(self, config: LogoConfig, *, console: Any = None):
         super().__init__(config, console=console)
