@@ -139,8 +139,10 @@ def main(argv=None) -> int:
     scratch.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
     print(f"load average before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} on {os.cpu_count()} CPUs", flush=True)
-    results = [level(args, n, 1, scratch) for n in levels]
+    # the shard pair runs right after the smallest level (same size, comparable load), before the long levels
+    results = [level(args, levels[0], 1, scratch)]
     pair = level(args, levels[0], args.shards, scratch) if args.shards > 1 else None
+    results += [level(args, n, 1, scratch) for n in levels[1:]]
     load1 = os.getloadavg()
 
     print("\n== bench_scale: ruler-paper shape, echo backend ==")

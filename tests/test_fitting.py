@@ -97,3 +97,13 @@ def test_additivity_check_detects_splits_and_is_cached(smol_tokenizer, tmp_path,
     ctx2 = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer))
     monkeypatch.setattr(ctx2, "piece_counts", lambda pieces: (_ for _ in ()).throw(AssertionError("not cached")))
     assert not check(ctx2, {"words": words, "inside a word": [[" extra", "ordinary"]]}).additive  # from the disk cache
+
+
+def test_piece_counts_in_bounded_batches_equal_single_counts(gen_ctx, monkeypatch):
+    """Many pieces are counted in several tokenizer calls (bounded memory): the counts are those of each piece alone."""
+    from ctxbench.harness.core import context
+
+    pieces = [" alpha", " beta-gamma", "\n\nThe essay", " 1234567", ".", " uuid 3f2a-9c"] * 5
+    expected = [len(gen_ctx.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in pieces]
+    monkeypatch.setattr(context, "PIECE_BATCH", 4)
+    assert gen_ctx.piece_counts(pieces).tolist() == expected

@@ -14,6 +14,8 @@ import numpy as np
 from ctxbench.harness.core.fitting import FitState, check_mode
 from ctxbench.harness.core.prompting import PromptRenderer, Rendered
 
+PIECE_BATCH = 8192  # pieces per tokenizer call in piece_counts: bounds the memory one call holds
+
 
 @dataclass
 class GenContext:
@@ -42,6 +44,10 @@ class GenContext:
         """Token counts of many short pieces in one batched call (no special tokens)."""
         if not pieces:
             return np.zeros(0, dtype=np.int64)
+        if len(pieces) > PIECE_BATCH:
+            # bounded batches: one call over 10^5+ pieces (the additivity check's every essay boundary) holds an
+            # Encoding per piece at once, hundreds of MB that the process keeps as its peak RSS
+            return np.concatenate([self.piece_counts(pieces[i:i + PIECE_BATCH]) for i in range(0, len(pieces), PIECE_BATCH)])
         backend = getattr(self.tokenizer, "backend_tokenizer", None)
         if backend is not None and hasattr(backend, "encode_batch_fast"):
             # the Rust tokenizer directly: same ids, about half the time (no Python-side conversion)
