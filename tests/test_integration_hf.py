@@ -46,6 +46,7 @@ def test_over_long_prompt_is_refused_before_any_work(tmp_path, repo_root, data_d
     assert not list((tmp_path / "runs").glob("*/samples.jsonl"))
 
 
+@pytest.mark.slow  # > 25 s; the default tier keeps a faster test of the same behaviour
 def test_middle_truncation_is_recorded(tmp_path, repo_root, data_dir):
     r = _score(tmp_path, repo_root, data_dir, "--backend-arg", "max_context=900", "--truncation", "middle", "--tasks", "ruler/niah_single_1")
     assert r.returncode == 0, r.stderr[-2000:]

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from ctxbench.harness.core.store import RunStore
 
 SUITE = """name: resume
@@ -27,6 +29,7 @@ def _lines(out):
     return (run / "samples.jsonl").read_bytes().splitlines(keepends=True), run
 
 
+@pytest.mark.slow  # > 25 s; the default tier keeps a faster test of the same behaviour
 def test_sigkill_midway_then_resume(tmp_path, repo_root, data_dir):
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE)

@@ -97,6 +97,7 @@ def _score(repo_root, data_dir, suite, out, proxy_url, model, env):
     return subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=900, env=env)
 
 
+@pytest.mark.slow  # > 25 s; the default tier keeps a faster test of the same behaviour
 def test_faults_end_in_predictions_or_errors_and_a_rerun_fills_them(hf_server, smol_dir, fault_proxy, tmp_path,
                                                                     serving_repo_root, data_dir):
     secret = "sk-fault-test-5f2c9e"

@@ -89,6 +89,7 @@ def hqa_study(tmp_path: Path, data_dir: Path) -> dict:
         "perplexity": {"lengths": [128], "documents": 3}, "stats": {"n_boot": 200}, "eval": EVAL}
 
 
+@pytest.mark.slow  # > 25 s; the default tier keeps a faster test of the same behaviour
 def test_hqa_sft_methods_beside_a_packing_in_one_study(tmp_path, data_dir):
     from rich.console import Console
 
@@ -137,6 +138,7 @@ def test_hqa_sft_methods_beside_a_packing_in_one_study(tmp_path, data_dir):
     assert HQAStubBackend.calls == calls and "training (" not in log and log.count("already trained") == 3
 
 
+@pytest.mark.slow  # > 25 s; the default tier keeps a faster test of the same behaviour
 def test_logo_and_its_sft_baseline_beside_a_packing(tmp_path, data_dir, logo_config):
     from rich.console import Console
 
