@@ -119,21 +119,22 @@ def generate(
     arg: list[str] = typer.Option([], "--arg", help="task argument KEY=VALUE (repeatable)"),
     template: str = typer.Option("auto"),
     data_dir: Optional[Path] = typer.Option(None, help="local data dir; env CTXBENCH_DATA_DIR"),
-    verify: str = typer.Option("fast", help="fast: trust exact piece counts where the tokenizer is additive (checked once); full: tokenize every prompt"),
+    verify: str = typer.Option("auto", help="fast: trust exact piece counts where the tokenizer is additive (checked once); full: tokenize every prompt; auto: fast from 32 samples"),
     fmt: str = typer.Option("ctxbench", "--format", help="ctxbench (every field) or ruler (RULER's index/input/outputs/length)"),
 ):
     """Write a task's samples as JSON lines (the exact prompts a model would see)."""
     from ctxbench.harness.core import datasets
     from ctxbench.harness.core.config import TaskSpec, build_task
     from ctxbench.harness.core.context import GenContext
+    from ctxbench.harness.core.fitting import resolve_mode
     from ctxbench.harness.core.models import load_tokenizer
     from ctxbench.harness.core.prompting import PromptRenderer
 
     tokens = (_ints(length, "--length") or [0])[0]
     if tokens < 64 or samples < 1:
         raise ConfigError("--length must be >= 64 and --samples >= 1")
-    if verify not in ("fast", "full", "first"):
-        raise ConfigError("--verify: use fast or full")
+    if verify not in ("auto", "fast", "full", "first"):
+        raise ConfigError("--verify: use auto, fast or full")
     if fmt not in ("ctxbench", "ruler"):
         raise ConfigError("--format: use ctxbench or ruler")
     if out_file.is_dir():
@@ -141,7 +142,7 @@ def generate(
     writable_dir(out_file.parent, "--out")
     t = build_task(TaskSpec(task=task, args=_kv(arg, "--arg")), where="--task")
     tok = load_tokenizer(tokenizer)
-    ctx = GenContext(tok, PromptRenderer(tok, template), data_dir=_data_dir(data_dir), verify=verify)
+    ctx = GenContext(tok, PromptRenderer(tok, template), data_dir=_data_dir(data_dir), verify=resolve_mode(verify, samples))
     rows = datasets.generate(t, length=tokens, indices=range(samples), seed=seed, ctx=ctx)
     lines = [s.to_json() if fmt == "ctxbench" else ruler_row(s, tok) for s in rows]
     atomic_write(out_file, "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))

@@ -38,6 +38,7 @@ from ctxbench.harness.core.backend import require
 from ctxbench.harness.core.config import Suite, build_task
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError, PromptTooLongError
+from ctxbench.harness.core.fitting import resolve_mode
 from ctxbench.harness.core.io import slug
 from ctxbench.harness.core.metrics import is_empty
 from ctxbench.harness.core.models import tokenizer_fingerprint, weights_fingerprint
@@ -195,7 +196,7 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
     if backend is None:
         backend = build_backend(plan, suite.truncation)
     renderer = PromptRenderer(backend.tokenizer, suite.template)
-    ctx = GenContext(backend.tokenizer, renderer, data_dir=plan.data_dir, verify=suite.verify)
+    ctx = GenContext(backend.tokenizer, renderer, data_dir=plan.data_dir, verify=resolve_mode(suite.verify, suite.samples))
     cells, external = plan_cells(suite, ctx, keep=plan.in_shard)
     check_lengths(cells, backend, suite.truncation)
     for task in {c.task.name: c.task for c in cells}.values():

@@ -107,3 +107,16 @@ def test_piece_counts_in_bounded_batches_equal_single_counts(gen_ctx, monkeypatc
     expected = [len(gen_ctx.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in pieces]
     monkeypatch.setattr(context, "PIECE_BATCH", 4)
     assert gen_ctx.piece_counts(pieces).tolist() == expected
+
+
+def test_auto_takes_the_fast_path_only_where_enough_samples_amortise_its_check():
+    from ctxbench.harness.core.config import Suite
+    from ctxbench.harness.core.fitting import FAST_PATH_MIN_SAMPLES, resolve_mode
+
+    assert resolve_mode("auto", FAST_PATH_MIN_SAMPLES - 1) == "full"
+    assert resolve_mode("auto", FAST_PATH_MIN_SAMPLES) == "fast"
+    assert resolve_mode("fast", 1) == "fast" and resolve_mode("full", 500) == "full" and resolve_mode("first", 1) == "fast"
+    suite = Suite(name="s", lengths=[1024], samples=2, tasks=[{"task": "ruler/niah_single_1"}])
+    assert suite.verify == "auto"
+    with pytest.raises(ValueError, match="auto"):
+        Suite(name="s", lengths=[1024], samples=2, verify="sometimes", tasks=[{"task": "ruler/niah_single_1"}])

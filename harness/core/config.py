@@ -48,8 +48,9 @@ class Suite(BaseModel):
     samples: int = Field(ge=1, description="samples per task and length")
     template: str = Field("auto", description="auto, chat, or a plain template name for base models")
     truncation: str = Field("refuse", description="refuse: error on over-long prompts; middle: cut the middle, recorded")
-    verify: str = Field("fast", description="fast: trust exact piece counts where the tokenizer is additive (checked once per "
-                        "tokenizer) and the first sample per task and length matched; full: tokenize every generated prompt")
+    verify: str = Field("auto", description="fast: trust exact piece counts where the tokenizer is additive (checked once per "
+                        "tokenizer) and the first sample per task and length matched; full: tokenize every generated prompt; "
+                        "auto: fast from 32 samples per task and length, else full (same samples either way)")
     tasks: list[TaskSpec] = Field(min_length=1)
 
     @field_validator("name")
@@ -97,10 +98,12 @@ class Suite(BaseModel):
     @field_validator("verify")
     @classmethod
     def _verify(cls, v):
+        if v == "auto":
+            return v
         try:
             return check_mode(v)
         except ConfigError:
-            raise ValueError(f"must be 'fast' or 'full', got {v!r}") from None
+            raise ValueError(f"must be 'auto', 'fast' or 'full', got {v!r}") from None
 
     @field_validator("truncation")
     @classmethod

@@ -57,13 +57,14 @@ def _args_json(args: Any) -> str:
 
 def samples(*, ctxbench_task: str, ctxbench_length: int, ctxbench_samples: int, ctxbench_seed: int = 42,
             ctxbench_args: Any = None, ctxbench_name: str | None = None, ctxbench_template: str = "auto",
-            ctxbench_tokenizer: str | None = None, ctxbench_data_dir: str | None = None, ctxbench_verify: str = "fast",
+            ctxbench_tokenizer: str | None = None, ctxbench_data_dir: str | None = None, ctxbench_verify: str = "auto",
             **metadata: Any) -> list[dict[str, Any]]:
     """The exported task's documents, as plain dicts (one per sample)."""
     from pathlib import Path
 
     from ctxbench.harness.core import datasets
     from ctxbench.harness.core.context import GenContext
+    from ctxbench.harness.core.fitting import resolve_mode
     from ctxbench.harness.core.prompting import PromptRenderer
 
     tok = _tokenizer(tokenizer_spec(metadata, ctxbench_tokenizer))
@@ -71,7 +72,7 @@ def samples(*, ctxbench_task: str, ctxbench_length: int, ctxbench_samples: int, 
     args_json = _args_json(ctxbench_args)
     task = _task(ctxbench_task, ctxbench_name, args_json)
     ctx = GenContext(tok, PromptRenderer(tok, ctxbench_template), data_dir=Path(data_dir) if data_dir else None,
-                     verify=ctxbench_verify)
+                     verify=resolve_mode(ctxbench_verify, int(ctxbench_samples or 1)))
     n = task.samples_per_length(ctx) if hasattr(task, "samples_per_length") else None
     n = int(ctxbench_samples) if n is None else int(n)  # a task's own count wins, as in the runner
     out = []
