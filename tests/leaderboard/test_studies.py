@@ -8,64 +8,22 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import optimize
-from scipy import stats as sps
 
 from ctxbench.leaderboard import studies as st
+from ctxbench.leaderboard.calibration import CELLS, NULLS, POWER, N, design_se, effect_at_power, rejections
 from ctxbench.leaderboard.stats import holm, paired_test
 
 REPS = 1000
-CELLS, N = 3, 30
-
-
-def rejections(reps: int, *, seed: int = 123, **design) -> tuple[float, float]:
-    """Share of simulated studies whose 95% interval excludes 0 (two-sided), and share with lo > 0."""
-    rng = np.random.default_rng(seed)
-    two, up = 0, 0
-    for _ in range(reps):
-        a, b, codes, n_cells, strata = st.simulate_arms(rng=rng, cells=CELLS, n=N, **design)
-        d = st.compare_arms(a, b, codes, n_cells, strata, level=0.95, n_boot=400, rng=rng, exact=False)
-        two += d.p < 0.05
-        up += d.lo > 0
-    return two / reps, up / reps
-
-
-NULLS = {
-    "seed-dominated": dict(sd_seed=0.1, sd_sample=0.05, sd_noise=0.05),
-    "balanced": dict(sd_seed=0.05),
-    "no seed variance": dict(sd_seed=0.0),
-    "binary scores": dict(sd_seed=0.02, binary=True),
-    "vs one untrained run": dict(sd_seed=0.05, reference_seeds=1),
-    "5 seeds": dict(seeds=5, reference_seeds=5, sd_seed=0.08),
-}
-
-
 @pytest.mark.parametrize("name", sorted(NULLS))
 def test_null_false_positive_rate_is_nominal(name):
     fpr, _ = rejections(REPS, **NULLS[name])
     assert 0.03 <= fpr <= 0.07, f"{name}: false-positive rate {fpr:.3f} at nominal 0.05"
 
 
-def design_se(*, seeds: int, reference_seeds: int, sd_seed: float, sd_sample: float = 0.1, sd_noise: float = 0.1):
-    """SE and Satterthwaite df of the estimate, from the simulation's own parameters (not from the estimator)."""
-    seed_parts = [sd_seed ** 2 / seeds] + ([sd_seed ** 2 / reference_seeds] if reference_seeds > 1 else [])
-    dfs = [seeds - 1] + ([reference_seeds - 1] if reference_seeds > 1 else [])
-    sample = (2 * sd_sample ** 2 + sd_noise ** 2 * (1 / seeds + 1 / reference_seeds)) / (CELLS * N)
-    total = sum(seed_parts) + sample
-    df = total ** 2 / (sum(v * v / f for v, f in zip(seed_parts, dfs)) + sample ** 2 / (CELLS * (N - 1)))
-    return math.sqrt(total), df
-
-
-@pytest.mark.parametrize("design", [dict(sd_seed=0.05, reference_seeds=3), dict(sd_seed=0.02, reference_seeds=3),
-                                    dict(sd_seed=0.05, reference_seeds=1)], ids=["3v3", "3v3-small-seed-var", "3v-untrained"])
+@pytest.mark.parametrize("design", list(POWER.values()), ids=list(POWER))
 def test_a_planted_effect_is_detected_at_the_stated_power(design):
     se, df = design_se(seeds=3, **design)
-    q = sps.t.ppf(0.975, df)
-
-    def stated(effect):  # two-sided t-test power, noncentral t
-        return sps.nct.sf(q, df, effect / se) + sps.nct.cdf(-q, df, effect / se)
-
-    effect = optimize.brentq(lambda e: stated(e) - 0.8, 1e-9, 8 * se)
+    effect = effect_at_power(se, df, 0.8)
     assert st.power_of(effect, se, df) == pytest.approx(0.8, abs=1e-6)
     _, detected = rejections(REPS, seed=7, effect=effect, sd_seed=design["sd_seed"], reference_seeds=design["reference_seeds"])
     assert abs(detected - 0.8) <= 0.07, f"interval excluded 0 in {detected:.3f} of studies at stated power 0.80"
