@@ -225,7 +225,8 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
             tokenizer=str(getattr(backend.tokenizer, "name_or_path", "")), tokenizer_fingerprint=tokenizer_fingerprint(backend.tokenizer),
             template=renderer.template, seed=suite.seed, truncation=suite.truncation, versions=versions(), command=command,
             label=plan.label or plan.model, model_fingerprint=model_fingerprint(backend, plan.model),
-            plan=planned, external=[t.name for t in external], training=training_provenance(plan.model))
+            plan=planned, external=[t.name for t in external], training=training_provenance(plan.model),
+            losses=sorted({c.task.name for c in cells if c.task.needs == "prompt_logprobs"}))
         store.begin(record, {"started": now, "shard": f"{i}/{n}", "command": command, "versions": record.versions,
                              "host": platform.node()})
         done = store.done_ids()

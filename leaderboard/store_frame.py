@@ -125,9 +125,8 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
 
 
 def loss_tasks(rec: dict[str, Any], latest: dict[str, dict]) -> set[str]:
-    """Tasks of a run scored by loss (ppl/*): their rows have metric "perplexity" and no 0..1 score."""
-    return ({str(r.get("task")) for r in latest.values() if r.get("metric") == "perplexity"}
-            | {t for t in (rec.get("plan") or {}) if str(t).startswith("ppl/")})
+    """Tasks of a run scored by loss (perplexity), as its record names them (rows of older records: by metric)."""
+    return set(rec.get("losses") or ()) | {str(r.get("task")) for r in latest.values() if r.get("metric") == "perplexity"}
 
 
 def _label(rec: dict[str, Any]) -> str:

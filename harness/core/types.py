@@ -133,5 +133,6 @@ class RunRecord:
     plan: dict[str, dict[str, int]] = field(default_factory=dict)  # task -> {length: planned samples}; the board's denominator
     external: list[str] = field(default_factory=list)  # tasks another harness drives (lm-eval): their size is known only after
     sessions: list[dict[str, Any]] = field(default_factory=list)  # one entry per invocation that wrote rows (resumes, shards)
+    losses: list[str] = field(default_factory=list)  # tasks scored by loss (perplexity): rows without a 0..1 score
     # A checkpoint ctxbench trained: its ctxbench_manifest.json's run id, config and data hashes, trainer and base model
     training: dict[str, Any] = field(default_factory=dict)
