@@ -102,6 +102,8 @@ def level(args, samples: int, shards: int, scratch: Path) -> dict:
         if p["rc"] not in (0,):
             out["failed"] = f"exit {p['rc']}; see {p['log']}"
             print(Path(p["log"]).read_text()[-3000:], file=sys.stderr)
+    if "failed" in out:  # a failed child's figures are not a measurement: no projection from them
+        raise SystemExit(f"level {tag} failed: {out['failed']}")
     if not args.keep:
         shutil.rmtree(cache, ignore_errors=True)
         shutil.rmtree(store, ignore_errors=True)

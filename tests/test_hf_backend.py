@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from ctxbench.harness.core.types import Request
@@ -76,9 +78,43 @@ def test_default_threads_leave_busy_cores_alone(monkeypatch):
     from ctxbench.harness.backends import cpu
 
     monkeypatch.setattr(cpu, "usable_cores", lambda: 8)
+    monkeypatch.setattr(cpu.time, "sleep", lambda s: None)
+    # the load average is ignored where /proc/stat answers: a phantom load of 1.4 on an idle machine
+    monkeypatch.setattr(cpu.os, "getloadavg", lambda: (1.4, 0.0, 0.0))
+    for idle_share, want in ((1.0, 8), (0.3, 2), (0.0, 1), (0.55, 4)):
+        snaps = iter([(1000, 500, 8), (1000 + 800, 500 + int(800 * idle_share), 8)])
+        monkeypatch.setattr(cpu, "cpu_times", lambda: next(snaps))
+        assert cpu.default_threads() == want, idle_share
+    monkeypatch.setattr(cpu, "cpu_times", lambda: None)  # no /proc/stat: the load average decides
     monkeypatch.setattr(cpu.os, "getloadavg", lambda: (0.2, 0.0, 0.0))
     assert cpu.default_threads() == 8
     monkeypatch.setattr(cpu.os, "getloadavg", lambda: (5.6, 0.0, 0.0))
     assert cpu.default_threads() == 2
     monkeypatch.setattr(cpu.os, "getloadavg", lambda: (30.0, 0.0, 0.0))
     assert cpu.default_threads() == 1
+
+
+def test_busy_cores_sees_a_spinning_process():
+    """A real busy loop on one core shows up in /proc/stat (where it exists), whatever the load average says."""
+    import multiprocessing as mp
+
+    from ctxbench.harness.backends import cpu
+
+    if cpu.cpu_times() is None:
+        pytest.skip("no /proc/stat here")
+    ctx = mp.get_context("fork")
+    stop = ctx.Event()
+    spinner = ctx.Process(target=_spin, args=(stop,), daemon=True)
+    spinner.start()
+    try:
+        time.sleep(0.3)
+        busy = cpu.busy_cores(window=1.0)
+    finally:
+        stop.set()
+        spinner.join(5)
+    assert busy is not None and busy >= 0.7  # at least most of the spinning core, plus whatever else runs
+
+
+def _spin(stop) -> None:
+    while not stop.is_set():
+        pass

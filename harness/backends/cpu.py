@@ -7,8 +7,8 @@
   version, thread count and shape.
 - threads: OpenMP threads that outnumber the free cores wait on each other at every parallel region while one of
   them is descheduled; on a shared machine torch's default (every core) then stalls. `default_threads()` is the
-  number of cores this process may use minus the load already on them (at least 1): all cores on an idle
-  machine, one on a busy one.
+  number of cores this process may use minus the cores that other work keeps busy, measured from /proc/stat
+  over half a second (at least 1): all cores on an idle machine, one on a busy one.
 """
 
 from __future__ import annotations
@@ -27,13 +27,45 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def default_threads() -> int:
-    """Cores this process may use, minus the 1-minute load average already on the machine; at least 1."""
-    cores = usable_cores()
+def cpu_times() -> tuple[int, int, int] | None:
+    """(all jiffies, idle jiffies, CPUs counted) from /proc/stat's aggregate line; None where there is none."""
     try:
-        busy = os.getloadavg()[0]
+        with open("/proc/stat", encoding="ascii") as f:
+            lines = f.read().splitlines()
     except OSError:
-        busy = 0.0
+        return None
+    fields = [int(x) for x in lines[0].split()[1:]]
+    cpus = sum(1 for ln in lines[1:] if ln.startswith("cpu"))
+    return sum(fields[:8]), fields[3] + fields[4], cpus  # user..steal; idle + iowait
+
+
+def busy_cores(window: float = 0.5) -> float | None:
+    """How many cores other work keeps busy, measured over `window` seconds; None where /proc/stat is missing.
+
+    The load average is not used where this exists: in containers and sandboxes it can count tasks that use no
+    CPU (here it read 1.0-1.4 on an idle machine, which cost the idle 2-core run its second thread), and it
+    lags a minute behind, so it still counts a job that just ended.
+    """
+    a = cpu_times()
+    if a is None:
+        return None
+    time.sleep(window)
+    b = cpu_times()
+    if b is None or b[0] <= a[0]:
+        return None
+    busy = 1.0 - (b[1] - a[1]) / (b[0] - a[0])
+    return max(0.0, busy) * a[2]
+
+
+def default_threads() -> int:
+    """Cores this process may use, minus the cores other work keeps busy now; at least 1."""
+    cores = usable_cores()
+    busy = busy_cores()
+    if busy is None:
+        try:
+            busy = os.getloadavg()[0]
+        except OSError:
+            busy = 0.0
     return max(1, min(cores, int(cores - busy + 0.5)))
 
 
