@@ -163,7 +163,7 @@ def build_backend(plan: RunPlan, truncation: str) -> Any:
 
 MANIFEST = "ctxbench_manifest.json"  # written beside the weights by ctxbench's trainers
 PROVENANCE = ("run_id", "trainer", "label", "config_hash", "data_hash", "base_model", "base_model_gguf", "steps", "seed",
-              "created")
+              "created", "data_summary")
 
 
 def training_provenance(model: str) -> dict[str, Any]:

@@ -55,6 +55,39 @@ def provenance_section(runs: pd.DataFrame | None, *, built: str | None = None) -
     return lines, Section(title="Provenance", tables=(table,), collapsed=True)
 
 
+def training_section(runs: pd.DataFrame | None) -> Section | None:
+    """What trained each checkpoint ctxbench trained (from the run records): trainer, run, base, steps, answer tokens
+    and the synthetic data's drop rate, so a Δ is read beside what produced it. None when no run was trained here."""
+    if runs is None or runs.empty or "training" not in runs:
+        return None
+    rows, seen = [], set()
+    for r in runs.sort_values(["model", "run_id"]).itertuples():
+        t = r.training if isinstance(r.training, dict) else {}
+        if not t.get("trainer") or (r.model, t.get("run_id")) in seen:
+            continue
+        seen.add((r.model, t.get("run_id")))
+        d = t.get("data_summary") or {}
+        answer = d.get("answer_tokens")
+        if d.get("requested"):
+            drops = (f"{d['requested'] - d['kept']} of {d['requested']} {d.get('unit', 'item')}s "
+                     f"({100 * (d['requested'] - d['kept']) / d['requested']:.0f}%)")
+            reasons = ", ".join(f"{k} {v}" for k, v in sorted((d.get("drops") or {}).items()))
+            drops += f": {reasons}" if reasons else ""
+        else:
+            drops = "–"
+        rows.append((r.model, str(t.get("trainer")), str(t.get("run_id")), str(t.get("base_model") or "?"),
+                     str(t.get("steps") if t.get("steps") is not None else "?"), str(t.get("data_hash") or "?"),
+                     f"{answer:,}" if isinstance(answer, int) else "–", drops))
+    if not rows:
+        return None
+    table = Table(headers=("Model", "Trainer", "Training run", "Base model", "Steps", "Data hash", "Answer tokens",
+                           "Generator drops"), rows=tuple(rows))
+    return Section(title="Training", tables=(table,),
+                   paragraphs=("Checkpoints ctxbench trained, as their manifests record them. Answer tokens: the labelled "
+                         "tokens of the training data (hqa_sft: assistant turns; logo: chosen replies). Generator "
+                         "drops: synthetic items the generator failed to produce, by reason.",))
+
+
 def results_csv(tasks: pd.DataFrame | None, avgs: pd.DataFrame | None, summary: pd.DataFrame | None,
                 short: pd.DataFrame | None) -> str:
     """Per-cell and per-length rows in percent (see the module docstring)."""

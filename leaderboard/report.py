@@ -25,7 +25,7 @@ from .aggregate import (
     position_curve,
     task_length_table,
 )
-from .exports import provenance_section, results_csv, write_ruler_summaries
+from .exports import provenance_section, results_csv, training_section, write_ruler_summaries
 from .frame import AVG_TASK, format_length, model_meta, normalise
 from .ranking import Rule, effective_length, resolve_threshold, weighted_averages
 from .render import Figure, Section, render_html, render_markdown
@@ -230,6 +230,9 @@ def build_report(
     )
     if short_section is not None:
         sections.insert(1, short_section)
+    training = training_section(runs)
+    if training is not None:
+        sections.append(training)
     if provenance is not None:
         sections.append(provenance)
     results = {

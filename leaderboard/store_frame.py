@@ -181,6 +181,7 @@ def _provenance(store: RunStore, rec: dict[str, Any], latest: dict[str, dict], m
         "errored": sum(1 for r in latest.values() if r.get("score") is None),
         "created": rec.get("created", ""), "last_session": max(sessions, default=rec.get("created", "")),
         "ctxbench": versions.get("ctxbench", "?"), "commit": versions.get("ctxbench_commit", ""),
+        "training": rec.get("training") or {},
     }
 
 

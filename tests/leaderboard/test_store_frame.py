@@ -140,3 +140,27 @@ def test_the_terminal_table_shows_n_marks_and_one_task_set(tmp_path):
     assert "n=1/2 ! 1 failed" in text and "n=0/2 *" in text and "n=1/2 *" in text
     assert "average (1 of 2 tasks (those scored at every length))" in text  # b only: a never ran at 2K
     assert "incomplete: fewer samples scored than planned" in text and "failed samples are not in the score" in text
+
+
+def test_the_board_shows_what_trained_each_checkpoint(tmp_path):
+    """Issue 13 §8: answer-token counts and generator drop rates stand beside the scores, read from the run records."""
+    plan = {"t": {"512": 2}}
+    rows = [("t", 512, 0, 1.0), ("t", 512, 1, 0.0)]
+    trained = make_run(tmp_path / "runs", "r-trained", label="S2", fp="dir:bbbb2222", plan=plan, rows=rows)
+    make_run(tmp_path / "runs", "r-base", label="base", plan=plan, rows=rows)
+    summary = {"answer_tokens": 1234, "unit": "QA", "requested": 14, "kept": 2, "drops": {"diverse:no_object": 7,
+                                                                                         "hierarchical:no_object": 5}}
+    training = {"trainer": "hqa_sft", "run_id": "train-hqa-1", "base_model": "/ck/s1", "steps": 3, "data_hash": "d1",
+                "data_summary": summary}
+    rec = json.loads(trained.record_path.read_text())
+    trained.record_path.write_text(json.dumps({**rec, "training": training}))
+    frames = load_store(tmp_path / "runs")
+    report = build_report(frames.scores, out_dir=tmp_path / "board", cells=frames.cells, runs=frames.runs, n_boot=50)
+    md = report.markdown.read_text().replace("\\_", "_")  # markdown escapes underscores
+    section = md[md.index("## Training"):]
+    (line,) = [ln for ln in section.splitlines() if ln.startswith("| S2 |")]
+    dropped = summary["requested"] - summary["kept"]
+    assert "| hqa_sft | train-hqa-1 | /ck/s1 | 3 | d1 | 1,234 |" in line
+    assert f"{dropped} of 14 QAs ({round(100 * dropped / 14)}%)" in line and "diverse:no_object 7" in line
+    assert not any(ln.startswith("| base |") for ln in section.split("## ", 2)[1].splitlines())  # untrained: no row
+    assert "Training" in report.html.read_text()

@@ -43,3 +43,10 @@ def test_tiny_hqa_pipeline_end_to_end(tmp_path, repo_root, data_dir):
     assert {m["model"] for m in board["models"]} >= {"base", "s1", "s2"}
     comps = {(c["model_a"], c["model_b"]) for c in board["comparisons"]}
     assert ("s2", "base") in comps and ("s1", "base") in comps
+    md = (tmp_path / "board" / "leaderboard.md").read_text().replace("\\_", "_")  # markdown escapes underscores
+    assert "## Training" in md  # answer-token counts and generator drop rates beside the scores (§8)
+    s2_row = next(line for line in md.splitlines() if line.startswith("| s2 | hqa_sft |"))
+    summary = m2["data_summary"]
+    assert f"{summary['answer_tokens']:,}" in s2_row
+    assert f"{summary['requested'] - summary['kept']} of {summary['requested']} QAs" in s2_row
+    assert "significant" in md  # the comparison says whether Δ is significant

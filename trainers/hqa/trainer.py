@@ -226,7 +226,9 @@ class StageTrainer(HFTrainer):
         info = {"path": str(directory), "data_config_hash": m["config_hash"], "generator_fingerprint": m["generator_fingerprint"],
                 "tokenizer": m["tokenizer"], "conversations": len(train), "tokens": count(train, "input_ids"),
                 "answer_tokens": count(train, "labels"), "eval_conversations": len(held or []),
-                "eval_tokens": count(held or [], "input_ids"), "generator_drops": m.get("drops", {})}
+                "eval_tokens": count(held or [], "input_ids"), "generator_drops": m.get("drops", {}),
+                "qas_requested": sum((m.get("counts") or {}).get("qas_requested", {}).values()),
+                "qas_kept": sum((m.get("counts") or {}).get("qas_generated", {}).values())}
         blob = json.dumps([m["data_hash"], mine, c.seq_len, c.eval_samples, len(train)])
         per_seq = max(1, info["tokens"] // max(1, len(train)))
         self.data_info = info
@@ -252,8 +254,13 @@ class StageTrainer(HFTrainer):
         """The stage, and answer tokens: those the loss saw in this process (a resumed run counts from its checkpoint
         on) and those in the data; data_info carries the generator's drop counts into the manifest."""
         info = getattr(self, "data_info", {})
+        requested, kept = info.get("qas_requested") or 0, info.get("qas_kept") or 0
+        summary = {"answer_tokens": info.get("answer_tokens"), "unit": "QA", "requested": requested, "kept": kept,
+                   "drop_rate": round(1 - kept / requested, 4) if requested else None,
+                   "drops": info.get("generator_drops", {})}
         return {"stage": self.config.stage, "answer_tokens": {"trained": int(getattr(hf, "answer_tokens", 0)),
-                                                              "data": info.get("answer_tokens")}, "data_info": info}
+                                                              "data": info.get("answer_tokens")}, "data_info": info,
+                "data_summary": summary}
 
 
 # --- all stages ---------------------------------------------------------------------------------

@@ -117,6 +117,16 @@ class LogoResponses:
         return total
 
 
+    def answer_tokens(self) -> int:
+        """Labelled tokens of the chosen responses in range: what the SFT term and r(y_w) average over."""
+        total = 0
+        for i in range(len(self)):
+            z, first = self._locate(i)
+            a, b = int(z["offsets"][first]), int(z["offsets"][first + 1])
+            total += int((np.asarray(z["labels"][a:b]) != -100).sum())
+        return total
+
+
 def collate_responses(rows: list[dict[str, list[np.ndarray]]], *, pad_id: int) -> dict[str, Any]:
     """Rows [s0 chosen, s0 rejected 1..M, s1 chosen, ...], right-padded; the mask marks real tokens."""
     import torch
@@ -263,7 +273,7 @@ class LogoTrainer(HFTrainer):
         info = {"path": str(directory), "samples": len(train), "responses_per_sample": full.group, "tokens": tokens,
                 "eval_samples": len(evalset) if evalset else 0, "eval_tokens": evalset.tokens() if evalset else 0,
                 "target_window": m["target_window"], "num_chunks": m["num_chunks"], "num_rejected": m["num_rejected"],
-                "generator": m["generator"]["model"], "tokenizer": m["tokenizer"]}
+                "generator": m["generator"]["model"], "tokenizer": m["tokenizer"], "answer_tokens": train.answer_tokens()}
         return DataBundle(train, evalset, hashlib.sha256(blob.encode()).hexdigest()[:16], int(m["max_real_length"]),
                           max(1, tokens // max(1, len(train))), info)
 
@@ -330,7 +340,11 @@ class LogoTrainer(HFTrainer):
 
     def manifest_extra(self, hf: Any) -> dict[str, Any]:
         c, m = self.config, self.manifest
+        asked, kept = m.get("input_samples") or 0, m.get("samples") or 0
+        summary = {"answer_tokens": self.data.info.get("answer_tokens"), "unit": "sample", "requested": asked,
+                   "kept": kept, "drop_rate": round(1 - kept / asked, 4) if asked else None, "drops": m.get("drops", {})}
         return {"objective": c.objective, "beta": c.beta, "gamma": c.gamma, "sft_weight": c.sft_weight, "lora": self.lora_summary,
+                "data_summary": summary,
                 "logo_data": {k: m.get(k) for k in ("target_window", "num_chunks", "num_rejected", "scorer", "threshold",
                                                      "chunk_tokens", "sparse_fraction", "generator", "drops")}}
 
