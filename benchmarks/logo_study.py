@@ -89,7 +89,8 @@ def perplexity_curves(scores: Path) -> dict[str, list[dict]]:
         frame = perplexity_frame(store)
         if not frame.empty:
             out.setdefault(label, []).extend({"task": r.task, "length": int(r.length), "tokens": int(r.tokens),
-                                              "ppl": round(float(r.ppl), 4)} for r in frame.itertuples())
+                                              "ppl": round(float(r.ppl), 4), "documents": f"{r.done}/{r.planned}"}
+                                             for r in frame.itertuples() if r.done)
     return out
 
 

@@ -17,11 +17,38 @@ from ctxbench.harness.core.store import RunStore
 
 
 def perplexity_frame(store: RunStore) -> pd.DataFrame:
-    """Per ppl task and length: exp(summed NLL / scored tokens) over its documents."""
-    rows = [(r["task"], r["length"], r["nll"], r["tokens"]) for r in store.latest().values()
-            if r.get("metric") == "perplexity" and not r.get("error")]
-    df = pd.DataFrame(rows, columns=["task", "length", "nll", "tokens"]).groupby(["task", "length"]).sum()
-    return df.assign(ppl=[math.exp(n / t) for n, t in zip(df["nll"], df["tokens"])]).reset_index()
+    """Per ppl task and length: exp(summed NLL / scored tokens) over its scored documents, with how many of the planned
+    documents were scored (done), failed (errored) or not run yet (planned - done - errored)."""
+    from ctxbench.leaderboard.store_frame import loss_tasks
+
+    latest = store.latest()
+    rec = store.read_record() if store.record_path.exists() else {}
+    losses = loss_tasks(rec, latest)
+    cells: dict[tuple[str, int], list] = {}  # (task, length) -> [nll, tokens, done, errored]
+    for r in latest.values():
+        if r.get("task") not in losses or r.get("length") is None:
+            continue
+        c = cells.setdefault((r["task"], int(r["length"])), [0.0, 0, 0, 0])
+        if r.get("error") or r.get("nll") is None:
+            c[3] += 1
+        else:
+            c[0], c[1], c[2] = c[0] + r["nll"], c[1] + r["tokens"], c[2] + 1
+    planned = {(t, int(L)): int(n) for t, per in (rec.get("plan") or {}).items() if t in losses for L, n in per.items()}
+    rows = [(t, L, *cells.get((t, L), [0.0, 0, 0, 0]), planned.get((t, L), sum(cells.get((t, L), [0, 0, 0, 0])[2:])))
+            for t, L in sorted(set(cells) | set(planned))]
+    df = pd.DataFrame(rows, columns=["task", "length", "nll", "tokens", "done", "errored", "planned"])
+    return df.assign(ppl=[math.exp(n / t) if t else math.nan for n, t in zip(df["nll"], df["tokens"])])
+
+
+def perplexity_cell(row) -> str:
+    """The perplexity, marked (as the score cells are) when documents of the cell failed or were not run."""
+    missing = row.planned - row.done
+    if not row.done:
+        return f"failed {row.errored}/{row.planned}" if row.errored else f"not run 0/{row.planned}"
+    if not missing:
+        return f"{row.ppl:.3f}"
+    failed = f", {row.errored} failed" if row.errored else ""
+    return f"{row.ppl:.3f} ! ({row.done}/{row.planned}{failed})"
 
 
 def table(store: RunStore, *, title: str) -> Table:
@@ -65,7 +92,10 @@ def table(store: RunStore, *, title: str) -> Table:
         t.caption = " ".join(legend)
     if not ppl.empty:
         t.add_section()
-        by = ppl.pivot_table(index="task", columns="length", values="ppl").reindex(columns=lengths)
-        for task, row in by.iterrows():
-            t.add_row(f"{task} (perplexity)", *[f"{v:.3f}" if v == v else "—" for v in row], "—")
+        cell = {(r.task, int(r.length)): perplexity_cell(r) for r in ppl.itertuples()}
+        for task in sorted(ppl["task"].unique()):
+            t.add_row(f"{task} (perplexity)", *[cell.get((task, L), "—") for L in lengths], "—")
+        if any(r.done < r.planned for r in ppl.itertuples()):
+            note = "! perplexity over the scored documents only (scored/planned); rerun the command to retry the rest."
+            t.caption = f"{t.caption} {note}" if t.caption else note
     return t

@@ -27,7 +27,12 @@ def data_pack(
 
     cfg = load_config(config, out_dir=out_dir, budget_tokens=budget_tokens, seed=seed)
     writable_dir(Path(cfg.out_dir), "--out" if out_dir else "out_dir")
-    with progress(err, unit="tok") as bar:
+    from ctxbench.trainers.data.corpus import corpus_identity
+
+    for corpus in (cfg.corpus, cfg.mix_corpus):  # path and format refused before the bar appears
+        if corpus is not None:
+            corpus_identity(corpus)
+    with progress(err, unit="tok", transient=True) as bar:  # transient: a refusal while reading leaves its line only
         task = bar.add_task(f"{cfg.method} -> {cfg.out_dir}", total=cfg.budget_tokens)
         m = synthesize(cfg, progress=lambda done, total: bar.update(task, completed=done, total=total))
     timing = m.stats.get("timing", {})

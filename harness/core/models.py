@@ -113,6 +113,7 @@ def materialize(ref: ModelRef) -> str:
             model = AutoModelForCausalLM.from_pretrained(ref.path, gguf_file=ref.gguf_file, dtype=torch.bfloat16)
         except (ValueError, KeyError, IndexError, TypeError, EOFError, OSError, RuntimeError, struct.error) as e:
             detail = " ".join(str(e).split())[:160]
+            Path(str(out) + ".lock").unlink(missing_ok=True)  # a bad input leaves nothing behind in the cache
             raise ConfigError(f"model: {gguf} is not a readable GGUF file ({type(e).__name__}: {detail}); "
                               "it may be truncated or corrupt: download it again") from None
         if getattr(model, "hf_quantizer", None) is not None:

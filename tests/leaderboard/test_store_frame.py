@@ -164,3 +164,17 @@ def test_the_board_shows_what_trained_each_checkpoint(tmp_path):
     assert f"{dropped} of 14 QAs ({round(100 * dropped / 14)}%)" in line and "diverse:no_object 7" in line
     assert not any(ln.startswith("| base |") for ln in section.split("## ", 2)[1].splitlines())  # untrained: no row
     assert "Training" in report.html.read_text()
+
+
+def test_a_planned_perplexity_task_that_never_ran_is_not_pending_on_the_board(tmp_path):
+    """The record names its loss-scored tasks: with no perplexity row at all, the board still leaves ppl/* out."""
+    store = make_run(tmp_path, "r1", plan={"t": {"512": 2}, "ppl/full": {"512": 3}}, rows=[("t", 512, 0, 1.0)])
+    rec = json.loads(store.record_path.read_text())
+    frames = load_store(tmp_path)
+    assert "ppl/full" in set(frames.cells["task"])  # without the record's word it looks like a pending task
+    store.record_path.write_text(json.dumps({**rec, "losses": ["ppl/full"]}))
+    frames = load_store(tmp_path)
+    assert "ppl/full" not in set(frames.cells["task"])
+    assert cell(frames, "M", "t", 512) == (2, 1, 0, 1)
+    (run,) = frames.runs.itertuples()
+    assert (run.planned, run.done, run.errored) == (2, 1, 0)

@@ -93,3 +93,33 @@ def test_a_board_of_perplexity_runs_only_says_why_it_is_empty(stub_server, data_
     lines = [x for x in err.splitlines() if x.startswith("error:")]
     assert code == 2 and len(lines) == 1 and "only perplexity tasks" in lines[0], err
     assert not (tmp_path / "board").exists()
+
+
+def test_a_failed_perplexity_document_is_marked_in_the_terminal_table(stub_server, fault_proxy, data_dir, tmp_path,
+                                                                       ctxbench):
+    """The perplexity row says it covers fewer documents than planned, and the rerun fills the cell."""
+    stub = stub_server(reply=" nothing")
+    proxy = fault_proxy(stub.url, [])
+    first: list[str] = []
+
+    def first_window(body: dict) -> bool:  # every attempt of the first perplexity window (echo), nothing else
+        if not body.get("echo"):
+            return False
+        key = json.dumps(body.get("prompt"))
+        first[:] = first or [key]
+        return key == first[0]
+
+    proxy.doom_where(first_window, 503)
+    suite = _suite(tmp_path, "How vexingly quick daft zebras jump. ")
+    store = tmp_path / "runs"
+
+    code, out, err = ctxbench(*_argv(proxy.url, suite, store, data_dir))
+    assert code == 3, err
+    row = next(line for line in out.splitlines() if "ppl/full (perplexity)" in line)
+    assert "! (1/2, 1 failed)" in row, out  # one of the two documents scored, one failed
+    assert "scored documents only" in out
+
+    code, out, err = ctxbench(*_argv(stub.url, suite, store, data_dir))  # the server is healthy again: retried
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if "ppl/full (perplexity)" in line)
+    assert "!" not in row and "failed" not in row
