@@ -104,7 +104,8 @@ class TrainerConfig(BaseModel):
     delete_checkpoints: bool = Field(False, description="remove checkpoint-* once the final model is saved (they only "
                                      "serve resuming, and hold optimizer state)")
     seed: int = Field(0, description="seed for weights (scratch), data order and dropout")
-    threads: int = Field(0, ge=0, description="torch CPU threads; 0 keeps the default")
+    threads: int = Field(0, ge=0, description="torch CPU threads; 0: on a CPU, the cores that other work leaves free "
+                         "(measured at start), on a GPU torch's default")
     dataloader_workers: int = Field(0, ge=0, description="DataLoader worker processes")
     extra_args: dict[str, Any] = Field(default_factory=dict, description="more transformers.TrainingArguments keys (escape hatch)")
 

@@ -224,10 +224,14 @@ class HFTrainer:
 
     def train(self, *, callbacks: Sequence[Any] = (), fresh: bool = False) -> TrainResult:
         c, run, out = self.config, self.run, self.output_dir
-        if c.threads:
-            import torch
+        import torch
 
+        if c.threads:
             torch.set_num_threads(c.threads)
+        elif not torch.cuda.is_available():  # the cores not busy with other work (see harness/backends/cpu.py)
+            from ctxbench.harness.backends.cpu import default_threads
+
+            torch.set_num_threads(default_threads())
         data = self.data
         if fresh and self.is_main:
             shutil.rmtree(out, ignore_errors=True)
