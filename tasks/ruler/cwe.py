@@ -90,7 +90,7 @@ def extra_word(i: int) -> str:
 
 
 def numbered(words) -> str:
-    return " ".join(f"{i}. {w}" for i, w in enumerate(words, 1))
+    return " ".join([f"{i}. {w}" for i, w in enumerate(words, 1)])  # a list: join sizes it once
 
 
 class CommonWords(Task):
