@@ -44,6 +44,9 @@ def refused(reason: str) -> Additivity:
     return Additivity(False, {}, reason)
 
 
+BLOCK_TEXTS = 65536  # strings (pieces, pairs, wholes) counted per block
+
+
 def check(ctx, probes: dict[str, list[list[Any]]]) -> Additivity:
     """Count every probe sequence whole, by pieces and by adjacent pairs. Each kind's verdict is cached on disk by
     tokenizer fingerprint and a hash of its sequences, so kinds that tasks share (the essay) are checked once."""
@@ -70,7 +73,25 @@ def _cached_kind(ctx, fp: str, kind: str, sequences: list[list[Any]]) -> dict[st
 
 def _check_kind(ctx, sequences: list[list[Any]]) -> dict[str, Any]:
     """A piece is a string (its cost: its stand-alone count) or [left, text, right] (its cost: measured in place,
-    count(left + text + right) - count(left) - count(right), as a task that measures costs between separators does)."""
+    count(left + text + right) - count(left) - count(right), as a task that measures costs between separators does).
+
+    Sequences are checked in blocks of about BLOCK_TEXTS strings: the essay kind alone is ~10^6 pieces, and holding
+    every piece, pair and plan at once cost ~400 MB of peak memory."""
+    failures, example, boundaries = 0, None, 0
+    block: list[list[Any]] = []
+    size = 0
+    for k, seq in enumerate(sequences):
+        block.append(seq)
+        size += 3 * len(seq) + 1
+        if size >= BLOCK_TEXTS or k == len(sequences) - 1:
+            f, ex, b = _check_block(ctx, block)
+            failures, boundaries, example = failures + f, boundaries + b, example or ex
+            block, size = [], 0
+    return {"sequences": len(sequences), "boundaries": boundaries, "failures": failures, "example": example}
+
+
+def _check_block(ctx, sequences: list[list[Any]]) -> tuple[int, dict | None, int]:
+    """(failures, the first failure's example, boundaries) of these sequences, counted in one batched call."""
     texts: list[str] = []
     plans = []
     for seq in sequences:
@@ -103,4 +124,4 @@ def _check_kind(ctx, sequences: list[list[Any]]) -> dict[str, Any]:
                 i, j = bad[0] if bad else (None, None)
                 example = {"left": texts[i][-60:] if bad else "", "right": texts[j][:60] if bad else "",
                            "whole": int(counts[whole]), "sum": sum(costs)}
-    return {"sequences": len(sequences), "boundaries": boundaries, "failures": failures, "example": example}
+    return failures, example, boundaries

@@ -32,9 +32,9 @@ def test_tiny_hqa_pipeline_end_to_end(tmp_path, repo_root, data_dir):
     assert data["samples"] == 2 and data["counts"]["tokens"]["answer"] > 0
     out = cli(["train", "hqa_sft", "--config", "configs/trainers/hqa-sft-tiny.yaml"], tmp_path)
     ckpts = [line.split(": ", 1)[1] for line in out.splitlines() if "checkpoint" in line and ": " in line]
-    s1, s2 = Path(ckpts[0]), Path(ckpts[-1])
+    s1, s2 = (tmp_path / ckpts[0]).resolve(), (tmp_path / ckpts[-1]).resolve()  # printed relative to the cwd
     m2 = json.loads((s2 / "ctxbench_manifest.json").read_text())
-    assert m2["base_model"] == str(s1) and m2["answer_tokens"]["trained"] > 0
+    assert (tmp_path / m2["base_model"]).resolve() == s1 and m2["answer_tokens"]["trained"] > 0
     for model, label in (("smollm2-135m", "base"), (str(s1), "s1"), (str(s2), "s2")):
         cli(["score", "--model", model, "--label", label, "--suite", "ruler-quick", "--tasks", TASKS, "--dtype", "float32",
              "--threads", "1", "--store", "scores"], tmp_path)
