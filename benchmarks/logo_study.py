@@ -112,10 +112,33 @@ def perplexity_plot(curves: dict[str, list[dict]], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def paired_summary(df, c: dict, *, min_discordant: int = 10, n_boot: int = 4000) -> dict:
+    """The board's paired comparison (exact test, verdict) plus a 95% interval for Δ: a paired bootstrap over the
+    samples, stratified by (task, length), where at least `min_discordant` pairs differ; with fewer, the exact test
+    alone decides (a bootstrap interval would have zero or near-zero width and claim a precision it does not have)."""
+    import numpy as np
+
+    out = {"delta": round(c["overall"], 4), "p_value": c["p_value"], "method": c["method"], "n_pairs": c["n_pairs"],
+           "n_discordant": c["n_discordant"], "significant": c["p_value"] < c["alpha"], "verdict": c["verdict"],
+           "cells": c["cells"]}
+    if c["n_discordant"] < min_discordant:
+        out.update(ci95=None, ci_note=f"{c['n_discordant']} discordant pairs (< {min_discordant}): exact test only")
+        return out
+    key = ["task", "length", "seed", "index"]
+    a = df[df["model"] == c["model_a"]].groupby(key)["score"].mean()
+    b = df[df["model"] == c["model_b"]].groupby(key)["score"].mean()
+    d = (a - b).dropna().reset_index()
+    rng = np.random.default_rng(0)
+    groups = [g["score"].to_numpy() for _, g in d.groupby(["task", "length"])]
+    boot = [np.mean([rng.choice(g, len(g)).mean() for g in groups]) for _ in range(n_boot)]
+    out["ci95"] = [round(float(np.quantile(boot, 0.025)), 4), round(float(np.quantile(boot, 0.975)), 4)]
+    return out
+
+
 def verdict(name: str, c: dict) -> str:
-    lo, hi = c["ci95"]
-    word = "significant" if c["significant"] else "NOT significant (the 95% CI contains 0)"
-    return f"{name}: Δ = {c['delta']:+.4f}, 95% CI [{lo:+.4f}, {hi:+.4f}], {c['n_pairs']} paired samples: {word}"
+    ci = f", 95% CI [{c['ci95'][0]:+.4f}, {c['ci95'][1]:+.4f}]" if c.get("ci95") else f" ({c['ci_note']})"
+    word = "significant" if c["significant"] else "NOT significant"
+    return f"{name}: Δ = {c['delta']:+.4f}{ci}, exact p = {c['p_value']:.3g}, {c['n_pairs']} paired samples: {word}"
 
 
 def main() -> None:
@@ -162,17 +185,12 @@ def main() -> None:
     seconds["board"] = sh(["board", "build", "--store", str(work / "scores"), "--out", str(work / "board"),
                            *[x for a, b in pairs for x in ("--compare", f"{a}:{b}")]], log)
 
-    from ctxbench.leaderboard.aggregate import paired_comparison
     from ctxbench.leaderboard.store_frame import runs_frame
 
     df = runs_frame(work / "scores")
     means = df.groupby(["model", "task", "length"])["score"].mean().unstack("model").round(4)
-    comparisons = {}
-    for a, b in pairs:
-        c = paired_comparison(df, model_a=a, model_b=b)
-        comparisons[f"{a}-{b}"] = {"delta": round(c.overall, 4), "ci95": [round(c.overall_lo, 4), round(c.overall_hi, 4)],
-                                   "n_pairs": c.n_pairs, "significant": not (c.overall_lo <= 0 <= c.overall_hi),
-                                   "cells": c.cells.round(4).to_dict(orient="records")}
+    board = json.loads((work / "board" / "results.json").read_text())
+    comparisons = {f"{c['model_a']}-{c['model_b']}": paired_summary(df, c) for c in board["comparisons"]}
     metrics = {}
     for label, name in (("logo", "logo-tiny"), ("sft", "logo-tiny-sft")):
         manifest = json.loads((work / "models" / name / "ctxbench_manifest.json").read_text())
