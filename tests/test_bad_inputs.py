@@ -92,7 +92,7 @@ CONFIG_FAULTS = [  # file written, shipped config, text replaced, replacement
     ("study_reference.yaml", STUDY, "reference: standard", "reference: nosuch"),
     ("study_training_key.yaml", STUDY, "  max_steps: 2", "  max_stepz: 2"),
     ("study_eval_task.yaml", STUDY, "{task: niah/multi,", "{task: niah/nosuch,"),
-    ("study_eval_backend_arg.yaml", STUDY, "backend_args: {dtype: float32, threads: 1}", "backend_args: {dtipe: float32}"),
+    ("study_eval_backend_arg.yaml", STUDY, "backend_args: {dtype: float32}", "backend_args: {dtipe: float32}"),
     ("study_corpus_missing.yaml", STUDY, 'path: "stdlib:"', "path: nowhere/corpus.jsonl"),
     ("study.yaml", STUDY, "", ""),
 ]
