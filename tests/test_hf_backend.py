@@ -75,7 +75,7 @@ def test_cpu_defaults_one_at_a_time_measured_dtype_free_threads(tiny_model_dir, 
 
 
 def test_default_threads_leave_busy_cores_alone(monkeypatch):
-    from ctxbench.harness.backends import cpu
+    from ctxbench.harness.core import cores as cpu
 
     monkeypatch.setattr(cpu, "usable_cores", lambda: 8)
     monkeypatch.setattr(cpu.time, "sleep", lambda s: None)
@@ -98,7 +98,7 @@ def test_busy_cores_sees_a_spinning_process():
     """A real busy loop on one core shows up in /proc/stat (where it exists), whatever the load average says."""
     import multiprocessing as mp
 
-    from ctxbench.harness.backends import cpu
+    from ctxbench.harness.core import cores as cpu
 
     if cpu.cpu_times() is None:
         pytest.skip("no /proc/stat here")

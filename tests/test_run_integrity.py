@@ -24,6 +24,12 @@ def cli_cmd(suite: Path, store: Path, data_dir: Path, *extra: str) -> list[str]:
             "--backend", "echo", "--data-dir", str(data_dir), *extra]
 
 
+def interruptible() -> None:
+    """In the child: SIGINT back to its default, so Python turns it into KeyboardInterrupt. A test run started in the
+    background by a non-interactive shell (`cmd &`, as CI scripts do) inherits SIGINT ignored, and so would the run."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_for(predicate, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout  # a guard against a hung test, not an assertion on speed
     while not predicate():
@@ -37,7 +43,8 @@ def test_a_second_writer_gets_one_line_naming_the_holder(tmp_path, repo_root, da
     store = tmp_path / "runs"
     # slow enough to still be running when the second process has started, however loaded the machine
     slow = cli_cmd(suite, store, data_dir, "--backend-arg", "delay=1", "--batch-size", "1")
-    first = subprocess.Popen(slow, cwd=repo_root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(slow, cwd=repo_root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=interruptible)
     try:
         wait_for(lambda: any(store.glob("*/samples.jsonl")))
         second = subprocess.run(slow, cwd=repo_root, capture_output=True, text=True, timeout=300)
@@ -57,8 +64,9 @@ def test_ctrl_c_exits_130_and_the_board_marks_the_run_incomplete(tmp_path, repo_
     suite = tmp_path / "s.yaml"
     suite.write_text(SUITE.format(n=30))
     store = tmp_path / "runs"
-    proc = subprocess.Popen(cli_cmd(suite, store, data_dir, "--backend-arg", "delay=0.2", "--batch-size", "1"),
-                            cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cli_cmd(suite, store, data_dir, "--backend-arg", "delay=1", "--batch-size", "1"),
+                            cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=interruptible)
     wait_for(lambda: any(len(p.read_text().splitlines()) >= 3 for p in store.glob("*/samples.jsonl")))
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)

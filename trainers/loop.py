@@ -228,8 +228,8 @@ class HFTrainer:
 
         if c.threads:
             torch.set_num_threads(c.threads)
-        elif not torch.cuda.is_available():  # the cores not busy with other work (see harness/backends/cpu.py)
-            from ctxbench.harness.backends.cpu import default_threads
+        elif not torch.cuda.is_available():  # the cores not busy with other work (harness/core/cores.py)
+            from ctxbench.harness.core.cores import default_threads
 
             torch.set_num_threads(default_threads())
         data = self.data
