@@ -112,33 +112,19 @@ def perplexity_plot(curves: dict[str, list[dict]], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def paired_summary(df, c: dict, *, min_discordant: int = 10, n_boot: int = 4000) -> dict:
-    """The board's paired comparison (exact test, verdict) plus a 95% interval for Δ: a paired bootstrap over the
-    samples, stratified by (task, length), where at least `min_discordant` pairs differ; with fewer, the exact test
-    alone decides (a bootstrap interval would have zero or near-zero width and claim a precision it does not have)."""
-    import numpy as np
-
-    out = {"delta": round(c["overall"], 4), "p_value": c["p_value"], "method": c["method"], "n_pairs": c["n_pairs"],
-           "n_discordant": c["n_discordant"], "significant": c["p_value"] < c["alpha"], "verdict": c["verdict"],
-           "cells": c["cells"]}
-    if c["n_discordant"] < min_discordant:
-        out.update(ci95=None, ci_note=f"{c['n_discordant']} discordant pairs (< {min_discordant}): exact test only")
-        return out
-    key = ["task", "length", "seed", "index"]
-    a = df[df["model"] == c["model_a"]].groupby(key)["score"].mean()
-    b = df[df["model"] == c["model_b"]].groupby(key)["score"].mean()
-    d = (a - b).dropna().reset_index()
-    rng = np.random.default_rng(0)
-    groups = [g["score"].to_numpy() for _, g in d.groupby(["task", "length"])]
-    boot = [np.mean([rng.choice(g, len(g)).mean() for g in groups]) for _ in range(n_boot)]
-    out["ci95"] = [round(float(np.quantile(boot, 0.025)), 4), round(float(np.quantile(boot, 0.975)), 4)]
-    return out
+def paired_summary(c: dict) -> dict:
+    """The board's paired comparison of two models: Δ in points, its 95% interval (a bootstrap within cells, given
+    only where at least 10 pairs differ; else the note says why), the exact test and its verdict."""
+    return {"delta": round(c["overall"], 2), "ci95": [round(x, 2) for x in c["ci95"]] if c.get("ci95") else None,
+            "ci_note": c.get("ci_note", ""), "p_value": c["p_value"], "method": c["method"], "n_pairs": c["n_pairs"],
+            "n_discordant": c["n_discordant"], "significant": c["p_value"] < c["alpha"], "verdict": c["verdict"],
+            "cells": c["cells"]}
 
 
 def verdict(name: str, c: dict) -> str:
-    ci = f", 95% CI [{c['ci95'][0]:+.4f}, {c['ci95'][1]:+.4f}]" if c.get("ci95") else f" ({c['ci_note']})"
+    ci = f", 95% CI [{c['ci95'][0]:+.1f}, {c['ci95'][1]:+.1f}]" if c.get("ci95") else f" ({c['ci_note']})"
     word = "significant" if c["significant"] else "NOT significant"
-    return f"{name}: Δ = {c['delta']:+.4f}{ci}, exact p = {c['p_value']:.3g}, {c['n_pairs']} paired samples: {word}"
+    return f"{name}: Δ = {c['delta']:+.1f} points{ci}, exact p = {c['p_value']:.3g}, {c['n_pairs']} pairs: {word}"
 
 
 def main() -> None:
@@ -190,7 +176,7 @@ def main() -> None:
     df = runs_frame(work / "scores")
     means = df.groupby(["model", "task", "length"])["score"].mean().unstack("model").round(4)
     board = json.loads((work / "board" / "results.json").read_text())
-    comparisons = {f"{c['model_a']}-{c['model_b']}": paired_summary(df, c) for c in board["comparisons"]}
+    comparisons = {f"{c['model_a']}-{c['model_b']}": paired_summary(c) for c in board["comparisons"]}
     metrics = {}
     for label, name in (("logo", "logo-tiny"), ("sft", "logo-tiny-sft")):
         manifest = json.loads((work / "models" / name / "ctxbench_manifest.json").read_text())

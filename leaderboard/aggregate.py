@@ -221,6 +221,8 @@ class PairedComparison:
     n_unmatched_b: int
     verdict: str
     alpha: float = 0.05
+    ci: tuple[float, float] | None = None  # 95% interval of `overall` (None: too few differing pairs, see ci_note)
+    ci_note: str = ""
 
 
 PAIR_KEY = ["task", "length", "seed", "index"]  # the seed is part of a sample's identity: its needles depend on it
@@ -240,6 +242,23 @@ def _sample_scores(df: pd.DataFrame, model: str) -> pd.Series:
 def _tested(a: np.ndarray, b: np.ndarray, strata, rng) -> tuple:
     t = paired_test(a, b, strata=strata, rng=rng)
     return t.n_pairs, t.n_discordant, t.diff, t.p_value
+
+
+def paired_interval(joined: pd.DataFrame, *, seed: int, n_discordant: int, min_discordant: int = 10,
+                    n_boot: int = 4000, level: float = 0.95) -> tuple[tuple[float, float] | None, str]:
+    """A percentile interval for the overall paired difference (cells weigh equally): a bootstrap that resamples the
+    pairs within each (task, length) cell. Below `min_discordant` differing pairs there is none: the bootstrap would
+    have zero or near-zero width and claim a precision the data lack, so the exact test alone decides."""
+    if n_discordant < min_discordant:
+        return None, f"no interval: {n_discordant} of the pairs differ (fewer than {min_discordant}); the exact test decides"
+    rng = np.random.default_rng(seed)
+    means = np.zeros(n_boot)
+    groups = [(g["a"] - g["b"]).to_numpy(dtype=float) for _, g in joined.groupby(level=["task", "length"], sort=True)]
+    for d in groups:
+        means += d[rng.integers(0, len(d), size=(n_boot, len(d)))].mean(axis=1)
+    means /= len(groups)
+    tail = (1 - level) / 2
+    return (float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))), "paired bootstrap, pairs resampled within each cell"
 
 
 def paired_comparison(
@@ -273,8 +292,9 @@ def paired_comparison(
     by_length["p_holm"] = holm(by_length["p"].tolist())
     overall = paired_test(joined["a"].to_numpy(), joined["b"].to_numpy(), strata=cell_key,
                           rng=cell_rng(seed, model_a, model_b))
+    ci, ci_note = paired_interval(joined, seed=seed, n_discordant=overall.n_discordant)
     return PairedComparison(
-        model_a=model_a, model_b=model_b, cells=cells, by_length=by_length, overall=overall.diff,
+        model_a=model_a, model_b=model_b, cells=cells, by_length=by_length, overall=overall.diff, ci=ci, ci_note=ci_note,
         p_value=overall.p_value, method=overall.method, n_pairs=overall.n_pairs, n_discordant=overall.n_discordant,
         n_unmatched_a=len(a) - len(joined), n_unmatched_b=len(b) - len(joined),
         verdict=verdict(overall, alpha=alpha, names=(model_a, model_b)), alpha=alpha)

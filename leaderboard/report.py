@@ -154,7 +154,7 @@ def _sections(
         sections.append(
             Section(
                 title=f"Paired comparison: {comp.model_a} vs {comp.model_b}",
-                paragraphs=(f"{comp.verdict[0].upper()}{comp.verdict[1:]}; {comp.method}.",),
+                paragraphs=(f"{comp.verdict[0].upper()}{comp.verdict[1:]}; {comp.method}. {interval_words(comp)}",),
                 tables=(comparison_display(comp),),
                 figures=(Figure(png=plots.forest_plot(comp), alt=f"paired differences {comp.model_a} minus {comp.model_b}"),),
                 notes=(
@@ -281,11 +281,21 @@ def _short_frame(records: list[dict]) -> pd.DataFrame:
     return df
 
 
+def interval_words(comp: PairedComparison) -> str:
+    """The overall difference with its 95% interval in points, or why it has none."""
+    delta = f"Difference {comp.overall * 100:+.1f} points"
+    if comp.ci is None:
+        return f"{delta}; {comp.ci_note}."
+    return f"{delta}, 95% CI [{comp.ci[0] * 100:+.1f}, {comp.ci[1] * 100:+.1f}] ({comp.ci_note})."
+
+
 def _comparison_json(comp: PairedComparison) -> dict:
     return {
         "model_a": comp.model_a,
         "model_b": comp.model_b,
         "overall": comp.overall * 100,
+        "ci95": None if comp.ci is None else [comp.ci[0] * 100, comp.ci[1] * 100],
+        "ci_note": comp.ci_note,
         "p_value": comp.p_value,
         "method": comp.method,
         "verdict": comp.verdict,

@@ -314,3 +314,25 @@ def test_paired_comparison_needs_samples() -> None:
         paired_comparison(df, model_a="A", model_b="P")
     with pytest.raises(ValueError, match="no rows for model 'Z'"):
         paired_comparison(df, model_a="A", model_b="Z")
+
+
+def test_paired_interval_covers_the_difference_and_is_withheld_when_few_pairs_differ() -> None:
+    """The overall Δ gets a 95% interval from a bootstrap within cells; with few differing pairs it gets none."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for task, p_a, p_b in (("t", 0.8, 0.4), ("u", 0.6, 0.5)):
+        for i in range(60):
+            rows += [("A", task, 4096, i, float(rng.random() < p_a)), ("B", task, 4096, i, float(rng.random() < p_b))]
+    comp = paired_comparison(frame(rows), model_a="A", model_b="B")
+    assert comp.ci is not None and comp.n_discordant >= 10
+    lo, hi = comp.ci
+    assert lo < comp.overall < hi and hi - lo > 0
+    # the interval's width is that of a mean of two cell means of 60 paired differences each: about 2 x 1.96 x SE
+    diffs = frame(rows).pivot_table(index=["task", "index"], columns="model", values="score")
+    d = (diffs["A"] - diffs["B"]).groupby(level="task")
+    se = np.sqrt(sum(g.var(ddof=0) / len(g) for _, g in d)) / 2
+    assert (hi - lo) == pytest.approx(2 * 1.96 * se, rel=0.2)
+
+    few = [("A", "t", 4096, i, 1.0) for i in range(20)] + [("B", "t", 4096, i, 1.0 if i > 2 else 0.0) for i in range(20)]
+    comp = paired_comparison(frame(few), model_a="A", model_b="B")
+    assert comp.ci is None and "3 of the pairs differ" in comp.ci_note

@@ -50,3 +50,5 @@ def test_tiny_hqa_pipeline_end_to_end(tmp_path, repo_root, data_dir):
     assert f"{summary['answer_tokens']:,}" in s2_row
     assert f"{summary['requested'] - summary['kept']} of {summary['requested']} QAs" in s2_row
     assert "significant" in md  # the comparison says whether Δ is significant
+    s2_vs_base = next(c for c in board["comparisons"] if (c["model_a"], c["model_b"]) == ("s2", "base"))
+    assert s2_vs_base["ci95"] is not None or "no interval" in s2_vs_base["ci_note"]  # Δ with its 95% CI, or why not
