@@ -286,7 +286,10 @@ def interval_words(comp: PairedComparison) -> str:
     delta = f"Difference {comp.overall * 100:+.1f} points"
     if comp.ci is None:
         return f"{delta}; {comp.ci_note}."
-    return f"{delta}, 95% CI [{comp.ci[0] * 100:+.1f}, {comp.ci[1] * 100:+.1f}] ({comp.ci_note})."
+    text = f"{delta}, 95% CI [{comp.ci[0] * 100:+.1f}, {comp.ci[1] * 100:+.1f}] ({comp.ci_note})."
+    if (comp.ci[0] <= 0 <= comp.ci[1]) == (comp.p_value < comp.alpha):
+        text += " The verdict is the exact test's; the interval, an approximation, disagrees with it here."
+    return text
 
 
 def _comparison_json(comp: PairedComparison) -> dict:
