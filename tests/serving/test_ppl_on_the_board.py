@@ -28,6 +28,21 @@ def _argv(url: str, suite, store, data_dir) -> list[str]:
             "--backend-arg", "max_retries=1", "--backend-arg", "backoff=0", "--backend-arg", "context_length=4096"]
 
 
+def doom_first(proxy, selects) -> None:
+    """Answer 503 to every attempt of the first request that `selects` accepts (one sample fails for good); a
+    generation is selected by its max_tokens, a perplexity window by echo (a /tokenize call has neither)."""
+    first: list[str] = []
+
+    def doomed(body: dict) -> bool:
+        if not selects(body):
+            return False
+        key = json.dumps(body.get("prompt", body.get("messages")))
+        first[:] = first or [key]
+        return key == first[0]
+
+    proxy.doom_where(doomed, 503)
+
+
 def _board(ctxbench, store, out):
     code, _, err = ctxbench("board", "build", "--store", str(store), "--out", str(out))
     assert code == 0, err
@@ -60,16 +75,7 @@ def test_perplexity_rows_are_neither_failed_nor_pending(stub_server, fault_proxy
 def test_a_failed_scored_task_still_fails_the_run_beside_perplexity(stub_server, fault_proxy, data_dir, tmp_path, ctxbench):
     stub = stub_server(reply=" nothing")
     proxy = fault_proxy(stub.url, [])
-    first: list[str] = []
-
-    def first_generation(body: dict) -> bool:  # every attempt of the first generation request; no perplexity window
-        if body.get("echo") or "max_tokens" not in body and "max_completion_tokens" not in body:
-            return False  # a perplexity window, or a /tokenize call
-        key = json.dumps(body.get("prompt", body.get("messages")))
-        first[:] = first or [key]
-        return key == first[0]
-
-    proxy.doom_where(first_generation, 503)
+    doom_first(proxy, lambda body: not body.get("echo") and ("max_tokens" in body or "max_completion_tokens" in body))
     suite = _suite(tmp_path, "Pack my box with five dozen liquor jugs. ")
     store = tmp_path / "runs"
 
@@ -100,16 +106,7 @@ def test_a_failed_perplexity_document_is_marked_in_the_terminal_table(stub_serve
     """The perplexity row says it covers fewer documents than planned, and the rerun fills the cell."""
     stub = stub_server(reply=" nothing")
     proxy = fault_proxy(stub.url, [])
-    first: list[str] = []
-
-    def first_window(body: dict) -> bool:  # every attempt of the first perplexity window (echo), nothing else
-        if not body.get("echo"):
-            return False
-        key = json.dumps(body.get("prompt"))
-        first[:] = first or [key]
-        return key == first[0]
-
-    proxy.doom_where(first_window, 503)
+    doom_first(proxy, lambda body: bool(body.get("echo")))  # the first perplexity window, every attempt
     suite = _suite(tmp_path, "How vexingly quick daft zebras jump. ")
     store = tmp_path / "runs"
 
