@@ -244,13 +244,13 @@ def _tested(a: np.ndarray, b: np.ndarray, strata, rng) -> tuple:
     return t.n_pairs, t.n_discordant, t.diff, t.p_value
 
 
-def paired_interval(joined: pd.DataFrame, *, seed: int, n_discordant: int, min_discordant: int = 10,
+def paired_interval(joined: pd.DataFrame, *, n_discordant: int, min_discordant: int = 10,
                     level: float = 0.95) -> tuple[tuple[float, float] | None, str]:
     """A t interval for the overall paired difference (the mean of the cells' mean differences, cells weighing
     equally): SE² = Σ s_c² / n_c / C² with each cell's unbiased variance (a one-pair cell takes the pooled variance
     of the others) and Satterthwaite degrees of freedom. Honest with the 1-4 pairs per cell of small runs, where a
     bootstrap within cells would be too narrow by √((n-1)/n). Below `min_discordant` differing pairs there is no
-    interval: the exact test alone decides. `seed` is unused (kept for a stable signature)."""
+    interval: the exact test alone decides."""
     from scipy import stats
 
     if n_discordant < min_discordant:
@@ -302,7 +302,7 @@ def paired_comparison(
     by_length["p_holm"] = holm(by_length["p"].tolist())
     overall = paired_test(joined["a"].to_numpy(), joined["b"].to_numpy(), strata=cell_key,
                           rng=cell_rng(seed, model_a, model_b))
-    ci, ci_note = paired_interval(joined, seed=seed, n_discordant=overall.n_discordant)
+    ci, ci_note = paired_interval(joined, n_discordant=overall.n_discordant)
     return PairedComparison(
         model_a=model_a, model_b=model_b, cells=cells, by_length=by_length, overall=overall.diff, ci=ci, ci_note=ci_note,
         p_value=overall.p_value, method=overall.method, n_pairs=overall.n_pairs, n_discordant=overall.n_discordant,

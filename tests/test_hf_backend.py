@@ -61,13 +61,13 @@ def test_cpu_batches_only_equal_lengths_and_times_each_sample(tiny_model_dir, mo
 
 
 def test_cpu_defaults_one_at_a_time_measured_dtype_free_threads(tiny_model_dir, monkeypatch, tmp_path):
-    from ctxbench.harness.backends import cpu
     from ctxbench.harness.backends.hf import HFBackend
+    from ctxbench.harness.core.cores import usable_cores
 
     monkeypatch.setenv("CTXBENCH_CACHE", str(tmp_path))  # a fresh machine verdict
     backend = HFBackend(model=tiny_model_dir, device="cpu")
     info = backend.info()
-    assert backend.batch_size == 1 and 1 <= backend.threads <= cpu.usable_cores()
+    assert backend.batch_size == 1 and 1 <= backend.threads <= usable_cores()
     measured = info["dtype_measured"]["seconds"]
     assert backend.dtype == min(measured, key=measured.get)  # the faster of the two on this CPU
     preds = backend.generate(requests_of(backend.tokenizer, [9, 11]))
@@ -75,32 +75,32 @@ def test_cpu_defaults_one_at_a_time_measured_dtype_free_threads(tiny_model_dir, 
 
 
 def test_default_threads_leave_busy_cores_alone(monkeypatch):
-    from ctxbench.harness.core import cores as cpu
+    from ctxbench.harness.core import cores
 
-    monkeypatch.setattr(cpu, "usable_cores", lambda: 8)
-    monkeypatch.setattr(cpu.time, "sleep", lambda s: None)
+    monkeypatch.setattr(cores, "usable_cores", lambda: 8)
+    monkeypatch.setattr(cores.time, "sleep", lambda s: None)
     # the load average is ignored where /proc/stat answers: a phantom load of 1.4 on an idle machine
-    monkeypatch.setattr(cpu.os, "getloadavg", lambda: (1.4, 0.0, 0.0))
+    monkeypatch.setattr(cores.os, "getloadavg", lambda: (1.4, 0.0, 0.0))
     for idle_share, want in ((1.0, 8), (0.3, 2), (0.0, 1), (0.55, 4)):
         snaps = iter([(1000, 500, 8), (1000 + 800, 500 + int(800 * idle_share), 8)])
-        monkeypatch.setattr(cpu, "cpu_times", lambda: next(snaps))
-        assert cpu.default_threads() == want, idle_share
-    monkeypatch.setattr(cpu, "cpu_times", lambda: None)  # no /proc/stat: the load average decides
-    monkeypatch.setattr(cpu.os, "getloadavg", lambda: (0.2, 0.0, 0.0))
-    assert cpu.default_threads() == 8
-    monkeypatch.setattr(cpu.os, "getloadavg", lambda: (5.6, 0.0, 0.0))
-    assert cpu.default_threads() == 2
-    monkeypatch.setattr(cpu.os, "getloadavg", lambda: (30.0, 0.0, 0.0))
-    assert cpu.default_threads() == 1
+        monkeypatch.setattr(cores, "cpu_times", lambda: next(snaps))
+        assert cores.default_threads() == want, idle_share
+    monkeypatch.setattr(cores, "cpu_times", lambda: None)  # no /proc/stat: the load average decides
+    monkeypatch.setattr(cores.os, "getloadavg", lambda: (0.2, 0.0, 0.0))
+    assert cores.default_threads() == 8
+    monkeypatch.setattr(cores.os, "getloadavg", lambda: (5.6, 0.0, 0.0))
+    assert cores.default_threads() == 2
+    monkeypatch.setattr(cores.os, "getloadavg", lambda: (30.0, 0.0, 0.0))
+    assert cores.default_threads() == 1
 
 
 def test_busy_cores_sees_a_spinning_process():
     """A real busy loop on one core shows up in /proc/stat (where it exists), whatever the load average says."""
     import multiprocessing as mp
 
-    from ctxbench.harness.core import cores as cpu
+    from ctxbench.harness.core import cores
 
-    if cpu.cpu_times() is None:
+    if cores.cpu_times() is None:
         pytest.skip("no /proc/stat here")
     ctx = mp.get_context("fork")
     stop = ctx.Event()
@@ -108,7 +108,7 @@ def test_busy_cores_sees_a_spinning_process():
     spinner.start()
     try:
         time.sleep(0.3)
-        busy = cpu.busy_cores(window=1.0)
+        busy = cores.busy_cores(window=1.0)
     finally:
         stop.set()
         spinner.join(5)

@@ -6,7 +6,7 @@
   model's shapes in both dtypes, interleaved, keeps the faster, and caches the verdict per CPU model, torch
   version, thread count and shape.
 - threads: OpenMP threads that outnumber the free cores wait on each other at every parallel region while one of
-  them is descheduled; on a shared machine torch's default (every core) then stalls. `default_threads()` is the
+  them is descheduled; on a shared machine torch's default (every core) then stalls. `core.cores.default_threads()` is the
   number of cores this process may use minus the cores that other work keeps busy, measured from /proc/stat
   over half a second (at least 1): all cores on an idle machine, one on a busy one.
 """
@@ -18,7 +18,6 @@ import json
 import platform
 import time
 
-from ctxbench.harness.core.cores import busy_cores, cpu_times, default_threads, usable_cores  # noqa: F401 - re-exported
 from ctxbench.harness.core.io import atomic_write_json
 from ctxbench.harness.core.models import cache_dir
 

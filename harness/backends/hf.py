@@ -39,11 +39,12 @@ class HFBackend:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-        from ctxbench.harness.backends.cpu import cpu_dtype, default_threads
+        from ctxbench.harness.backends.cpu import cpu_dtype
         from ctxbench.harness.backends.rope import apply_to_hf_config
+        from ctxbench.harness.core.cores import default_threads
 
         self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
-        self.threads = int(threads) or default_threads()  # 0: the cores not already busy (see backends/cpu.py)
+        self.threads = int(threads) or default_threads()  # 0: the cores not already busy (core/cores.py)
         torch.set_num_threads(self.threads)
         self.ref = resolve(model)
         path = materialize(self.ref)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ctxbench.harness.core.fitting import FitState, check_mode
-from ctxbench.harness.core.prompting import PromptRenderer, Rendered
+from ctxbench.harness.core.prompting import PromptRenderer, Rendered, token_counts
 
 PIECE_BATCH = 8192  # pieces per tokenizer call in piece_counts: bounds the memory one call holds
 
@@ -48,13 +48,7 @@ class GenContext:
             # bounded batches: one call over 10^5+ pieces (the additivity check's every essay boundary) holds an
             # Encoding per piece at once, hundreds of MB that the process keeps as its peak RSS
             return np.concatenate([self.piece_counts(pieces[i:i + PIECE_BATCH]) for i in range(0, len(pieces), PIECE_BATCH)])
-        backend = getattr(self.tokenizer, "backend_tokenizer", None)
-        if backend is not None and hasattr(backend, "encode_batch_fast"):
-            # the Rust tokenizer directly: same ids, about half the time (no Python-side conversion)
-            enc = backend.encode_batch_fast(pieces, add_special_tokens=False)
-            return np.fromiter((len(e.ids) for e in enc), dtype=np.int64, count=len(enc))
-        ids = self.tokenizer(pieces, add_special_tokens=False)["input_ids"]
-        return np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        return np.array(token_counts(self.tokenizer, pieces, add_special_tokens=False), dtype=np.int64)
 
     def cached(self, key: tuple, make):
         if key not in self.memo:

@@ -61,8 +61,13 @@ class PromptRenderer:
         return Rendered(PLAIN_TEMPLATES[self.template].format(task=task_text) + answer_prefix, True, task_text, answer_prefix)
 
     def count(self, rendered: Rendered) -> int:
-        backend = getattr(self.tokenizer, "backend_tokenizer", None)
-        if backend is not None and hasattr(backend, "encode_batch_fast"):
-            # the Rust tokenizer directly, without offsets: the same ids, about 30% less time than tokenizer(text)
-            return len(backend.encode_batch_fast([rendered.text], add_special_tokens=rendered.add_special_tokens)[0].ids)
-        return len(self.tokenizer(rendered.text, add_special_tokens=rendered.add_special_tokens)["input_ids"])
+        return token_counts(self.tokenizer, [rendered.text], add_special_tokens=rendered.add_special_tokens)[0]
+
+
+def token_counts(tokenizer, texts: list[str], *, add_special_tokens: bool) -> list[int]:
+    """Token counts of texts. Through the Rust tokenizer directly where there is one (encode_batch_fast: the same
+    ids without offsets or Python-side conversion, 30-50% less time than tokenizer(texts))."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and hasattr(backend, "encode_batch_fast"):
+        return [len(e.ids) for e in backend.encode_batch_fast(texts, add_special_tokens=add_special_tokens)]
+    return [len(ids) for ids in tokenizer(texts, add_special_tokens=add_special_tokens)["input_ids"]]

@@ -256,7 +256,6 @@ class StageTrainer(HFTrainer):
         info = getattr(self, "data_info", {})
         requested, kept = info.get("qas_requested") or 0, info.get("qas_kept") or 0
         summary = {"answer_tokens": info.get("answer_tokens"), "unit": "QA", "requested": requested, "kept": kept,
-                   "drop_rate": round(1 - kept / requested, 4) if requested else None,
                    "drops": info.get("generator_drops", {})}
         return {"stage": self.config.stage, "answer_tokens": {"trained": int(getattr(hf, "answer_tokens", 0)),
                                                               "data": info.get("answer_tokens")}, "data_info": info,

@@ -116,7 +116,6 @@ class LogoResponses:
             total += int(z["offsets"][first + self.group] - z["offsets"][first])
         return total
 
-
     def answer_tokens(self) -> int:
         """Labelled tokens of the chosen responses in range: what the SFT term and r(y_w) average over."""
         total = 0
@@ -342,7 +341,7 @@ class LogoTrainer(HFTrainer):
         c, m = self.config, self.manifest
         asked, kept = m.get("input_samples") or 0, m.get("samples") or 0
         summary = {"answer_tokens": self.data.info.get("answer_tokens"), "unit": "sample", "requested": asked,
-                   "kept": kept, "drop_rate": round(1 - kept / asked, 4) if asked else None, "drops": m.get("drops", {})}
+                   "kept": kept, "drops": m.get("drops", {})}
         return {"objective": c.objective, "beta": c.beta, "gamma": c.gamma, "sft_weight": c.sft_weight, "lora": self.lora_summary,
                 "data_summary": summary,
                 "logo_data": {k: m.get(k) for k in ("target_window", "num_chunks", "num_rejected", "scorer", "threshold",
