@@ -141,9 +141,9 @@ class CPTTrainer(HFTrainer):
         d = self.config.data
         if d.path is not None:
             return Path(d.path)
-        from ctxbench.trainers.data.corpus import resolve_corpus
         from ctxbench.trainers.data.pipeline import SynthesisConfig, synthesize
         from ctxbench.trainers.data.shards import read_manifest
+        from ctxbench.trainers.data.stdlib_corpus import resolve_corpus
 
         raw = dict(d.synthesis)
         out = Path(str(raw.get("out_dir", "packed")))

@@ -80,7 +80,7 @@ def run_study(study: StudyConfig, *, console: Any = None, data_dir: Path | None 
     Ranks other than 0 return None after training."""
     from rich.console import Console
 
-    from ctxbench.trainers.data.corpus import resolve_corpus
+    from ctxbench.trainers.data.stdlib_corpus import resolve_corpus
 
     console = console or Console(stderr=True)
     corpus_path = str(study.corpus.get("path", ""))

@@ -63,8 +63,8 @@ def check_training(tmp_path: Path, run_id: str, seen) -> list[float]:
 
 def test_cpt_steps_in_bf16_with_checkpointing(tmp_path, tokenizer_dir):
     from ctxbench.trainers.cpt import CPTConfig, CPTTrainer
-    from ctxbench.trainers.data.corpus import resolve_corpus
     from ctxbench.trainers.data.pipeline import SynthesisConfig, synthesize
+    from ctxbench.trainers.data.stdlib_corpus import resolve_corpus
 
     corpus = resolve_corpus({"path": "stdlib:json"}, tmp_path)
     m = synthesize(SynthesisConfig(corpus=corpus, method="standard", seq_len=256, budget_tokens=256 * 8,

@@ -20,8 +20,8 @@ SEQ = 128
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory) -> Path:
     """Standard packing of a small real corpus (the stdlib json package) through the data pipeline."""
-    from ctxbench.trainers.data.corpus import resolve_corpus
     from ctxbench.trainers.data.pipeline import SynthesisConfig, synthesize
+    from ctxbench.trainers.data.stdlib_corpus import resolve_corpus
 
     root = tmp_path_factory.mktemp("packed")
     corpus = resolve_corpus({"path": "stdlib:json"}, root)

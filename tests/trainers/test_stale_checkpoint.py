@@ -18,8 +18,8 @@ SEQ = 128
 
 
 def pack(out: Path, root: Path, sequences: int) -> None:
-    from ctxbench.trainers.data.corpus import resolve_corpus
     from ctxbench.trainers.data.pipeline import SynthesisConfig, synthesize
+    from ctxbench.trainers.data.stdlib_corpus import resolve_corpus
 
     shutil.rmtree(out, ignore_errors=True)  # repack in place, as a study whose budget changed used to
     synthesize(SynthesisConfig(corpus=resolve_corpus({"path": "stdlib:json"}, root), method="standard", seq_len=SEQ,

@@ -15,7 +15,7 @@ import yaml
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.studies import load_study, run_study
-from ctxbench.trainers.data.corpus import resolve_corpus
+from ctxbench.trainers.data.stdlib_corpus import resolve_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 STUDIES = sorted((REPO / "configs" / "studies").glob("*.yaml"))
