@@ -37,14 +37,18 @@ def _fail(where: str, message: str) -> ValueError:
     return ValueError(f"{where}: {message}")
 
 
-def _length(value: str, *, where: str, column: str) -> int:
+def _length(value: str, *, where: str, column: str, short_ok: bool = False) -> int:
+    """Tokens; with short_ok, 0 (or 'short') is the short-context axis of lm-eval rows (MMLU and the like)."""
+    if short_ok and value.strip().lower() == "short":
+        return 0
     try:
         tokens = parse_length(value)
     except ValueError:
         tokens = -1
-    if tokens <= 0:
+    if tokens < 0 or (tokens == 0 and not short_ok):
+        short = " (0 or 'short' for a short-context task)" if short_ok else ""
         raise _fail(
-            where, f"column {column!r} must be an integer (or a size like '4K'), got {value!r}"
+            where, f"column {column!r} must be an integer (or a size like '4K'){short}, got {value!r}"
         )
     return tokens
 
@@ -63,7 +67,8 @@ def import_reported_csv(path: str | Path) -> pd.DataFrame:
     """Read published scores (0..100) from a CSV and return contract rows on the 0..1 scale.
 
     Required columns: ``model``, ``task`` (a task name or ``avg`` for the
-    per-length average), ``length`` (``4096`` or ``4K``/``128k``/``1M``) and
+    per-length average), ``length`` (``4096`` or ``4K``/``128k``/``1M``; ``0`` or ``short`` for a
+    short-context task such as MMLU, which the board keeps off the length axis) and
     ``score``; optional ``claimed_length`` and ``category``; other columns are
     ignored, so a report's own ``results.csv`` can be imported back. Errors
     name the file, the data row (1 = first row after the header) and column.
@@ -104,7 +109,7 @@ def _read_reported(reader: csv.DictReader, name: str) -> pd.DataFrame:
         for column in ("model", "task"):
             if not cells[column]:
                 raise _fail(where, f"column {column!r} must not be empty")
-        length = _length(cells["length"], where=where, column="length")
+        length = _length(cells["length"], where=where, column="length", short_ok=True)
         claimed = cells.get("claimed_length", "")
         claimed_tokens = (
             np.nan

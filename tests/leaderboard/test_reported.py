@@ -48,7 +48,8 @@ M,ruler/vt,4096,100,128K,
     [
         (
             "M,avg,4K,90\nM,avg,8K,80\nM,avg,abc,70\n",
-            "results.csv row 3: column 'length' must be an integer (or a size like '4K'), got 'abc'",
+            "results.csv row 3: column 'length' must be an integer (or a size like '4K') (0 or 'short' for a "
+            "short-context task), got 'abc'",
         ),
         (
             "M,avg,4K,90\nM,avg,8K,101\n",
@@ -65,7 +66,8 @@ M,ruler/vt,4096,100,128K,
         ),
         (
             "M,avg,-4,90\n",
-            "results.csv row 1: column 'length' must be an integer (or a size like '4K'), got '-4'",
+            "results.csv row 1: column 'length' must be an integer (or a size like '4K') (0 or 'short' for a "
+            "short-context task), got '-4'",
         ),
     ],
 )
