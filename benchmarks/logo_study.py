@@ -113,8 +113,8 @@ def perplexity_plot(curves: dict[str, list[dict]], path: Path) -> None:
 
 
 def paired_summary(c: dict) -> dict:
-    """The board's paired comparison of two models: Δ in points, its 95% interval (a bootstrap within cells, given
-    only where at least 10 pairs differ; else the note says why), the exact test and its verdict."""
+    """The board's paired comparison of two models: Δ in points, its 95% interval (a t interval over (task, length)
+    cells, given only where at least 10 pairs differ; else the note says why), the exact test and its verdict."""
     return {"delta": round(c["overall"], 2), "ci95": [round(x, 2) for x in c["ci95"]] if c.get("ci95") else None,
             "ci_note": c.get("ci_note", ""), "p_value": c["p_value"], "method": c["method"], "n_pairs": c["n_pairs"],
             "n_discordant": c["n_discordant"], "significant": c["p_value"] < c["alpha"], "verdict": c["verdict"],

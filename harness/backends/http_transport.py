@@ -132,7 +132,7 @@ class RetryingHTTP:
             raise Transient(f"connection error ({type(e).__name__}: {self._clean(e)})") from None
         status = resp.status_code
         if retry_status and (status == 429 or status >= 500):
-            raise Transient(f"HTTP {status}: {self._clean(resp.text)}", retry_after(resp))
+            raise Transient(f"HTTP {status}: {self._clean(resp.text)}", retry_after_seconds(resp))
         if probe:
             try:
                 return status, resp.json()
@@ -179,7 +179,8 @@ class RetryingHTTP:
         """POST with the retry policy; parse(JSON object) or the object. Raises Permanent (4xx) or Transient (retries used up)."""
         return await self._request("POST", url, body, parse=parse, timing=timing)
 
-def retry_after(resp) -> float | None:
+
+def retry_after_seconds(resp) -> float | None:
     value = resp.headers.get("retry-after")
     if not value:
         return None

@@ -1,5 +1,5 @@
 """How many cores this process may use, and how many other work keeps busy: the default thread count of scoring
-(harness/backends/cpu.py) and of training (trainers/loop.py)."""
+(harness/backends/hf.py) and of training (trainers/loop.py)."""
 
 from __future__ import annotations
 

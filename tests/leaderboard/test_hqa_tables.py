@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from ctxbench.harness.core.config import CONFIG_ROOT
@@ -21,18 +22,19 @@ TABLE1_AVERAGE = {"Llama-3.1-8B-Instruct": 51.31, "Llama-3-8B-Instruct-Gradient-
                   "Llama-3.1-8B-Instruct + hqa_sft 650K": 56.51, "Llama-3.1-8B-Instruct + hqa_sft 1M": 54.80}
 
 
-def board_import(store, csv):
+def board(*args: str) -> str:
+    """`ctxbench board ARGS` in-process; its output (exit status 0 asserted)."""
     from typer.testing import CliRunner
 
     from ctxbench.harness.cli import app
 
-    res = CliRunner().invoke(app, ["board", "import", str(csv), "--store", str(store)])
+    res = CliRunner().invoke(app, ["board", *args])
     assert res.exit_code == 0, res.output
     return res.output
 
 
 def test_table1_averages_as_printed(tmp_path):
-    board_import(tmp_path / "runs", TABLES[0])
+    board("import", str(TABLES[0]), "--store", str(tmp_path / "runs"))
     rows = import_reported_csv(TABLES[0])
     assert set(rows["task"]) == {f"infinitebench/{t}" for t in ("passkey", "number_string", "kv_retrieval", "longbook_sum_eng",
                                                                 "longbook_qa_eng", "longbook_choice_eng", "longdialogue_qa_eng", "math_find")}
@@ -44,14 +46,9 @@ def test_table1_averages_as_printed(tmp_path):
 
 
 def test_all_three_tables_build_one_board_with_mmlu_off_the_length_axis(tmp_path):
-    from typer.testing import CliRunner
-
-    from ctxbench.harness.cli import app
-
     for csv in TABLES:
-        assert f"imported {len(import_reported_csv(csv))} reported rows" in board_import(tmp_path / "runs", csv)
-    res = CliRunner().invoke(app, ["board", "build", "--store", str(tmp_path / "runs"), "--out", str(tmp_path / "board")])
-    assert res.exit_code == 0, res.output
+        assert f"imported {len(import_reported_csv(csv))} reported rows" in board("import", str(csv), "--store", str(tmp_path / "runs"))
+    board("build", "--store", str(tmp_path / "runs"), "--out", str(tmp_path / "board"))
     short = import_reported_csv(TABLES[2])
     assert set(short["length"]) == {0}
     # every MMLU category row of Table 3 is a category mean on the board, with the printed value
@@ -59,9 +56,14 @@ def test_all_three_tables_build_one_board_with_mmlu_off_the_length_axis(tmp_path
     section = md.split("## Short-context tasks")[1].split("\n## ")[0]
     for r in short.dropna(subset=["category"]).itertuples():
         assert f"| {r.model.replace('_', chr(92) + '_')} | {r.category} | {100 * r.score:.1f} |" in section, (r.model, r.category)
-    # the 128K column averages InfiniteBench and LongBench only: MMLU (length 0) never enters a length score
-    assert "lmeval/mmlu" not in md.split("## Main results")[1].split("## Short-context tasks")[0]
-    categories = json.loads((tmp_path / "board" / "results.json").read_text())["short_context"]["categories"]
+    # the lengths are 128K only, each the mean of that model's InfiniteBench and LongBench rows: MMLU (length 0)
+    # never enters a length score
+    data = json.loads((tmp_path / "board" / "results.json").read_text())
+    long_rows = pd.concat([import_reported_csv(t) for t in TABLES[:2]])
+    expected = long_rows.groupby("model")["score"].mean() * 100
+    assert {r["length"] for r in data["lengths"]} == {131072}
+    assert {r["model"]: round(r["mean"], 4) for r in data["lengths"]} == {m: round(v, 4) for m, v in expected.items()}
+    categories = data["short_context"]["categories"]
     assert {(c["model"], c["category"], round(c["mean"], 2)) for c in categories} == \
         {(r.model, r.category, round(100 * r.score, 2)) for r in short.dropna(subset=["category"]).itertuples()}
 
