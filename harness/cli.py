@@ -216,9 +216,24 @@ def _warn_one_line(message, category, filename, lineno, file=None, line=None) ->
     err.print(f"warning: {' '.join(str(message).split())}", highlight=False, soft_wrap=True, markup=False)
 
 
+def _interrupted(e: BaseException, *, say: bool = True) -> None:
+    """Ctrl-C or SIGTERM (harness/core/signals.py), however it reached here: one line, exit 130 or 143."""
+    from ctxbench.harness.core.signals import exit_code, interruption
+
+    if say:
+        cause = interruption(e)
+        outcome = getattr(e, "outcome", None)  # the runner's RunInterrupted, raised inside a study
+        detail = f" at {outcome.done}/{outcome.planned}" if outcome is not None else f" {cause}" if str(cause or "") else ""
+        err.print(f"interrupted{detail}; rerun the same command to resume", highlight=False, soft_wrap=True, markup=False)
+    sys.exit(exit_code(e))
+
+
 def main() -> None:
     import warnings
 
+    from ctxbench.harness.core import signals
+
+    signals.install()
     warnings.showwarning = _warn_one_line
     try:
         code = app(standalone_mode=False)  # typer.Exit(n) comes back as a return value here
@@ -232,18 +247,21 @@ def main() -> None:
         err.print(f"error: {where}: {e.strerror or e}; check the path and its permissions", highlight=False,
                   soft_wrap=True, markup=False)
         sys.exit(EXIT_USAGE)
-    except KeyboardInterrupt:
-        err.print("interrupted; rerun the same command to resume", highlight=False)
-        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt as e:
+        _interrupted(e)
     except SystemExit:
         raise
     except Exception as e:  # usage errors from typer's (vendored) click
         names = {c.__name__ for c in type(e).__mro__}
+        if "RunInterrupted" in names:
+            _interrupted(e)
         if type(e).__name__ == "Exit" or "Exit" in names and hasattr(e, "exit_code"):
+            if e.exit_code == EXIT_INTERRUPTED and signals.interruption(e) is not None:
+                # typer turns Ctrl-C into Exit(130) from it, unsaid; a command that said where it stopped raised Exit itself
+                _interrupted(e, say=isinstance(e.__cause__, KeyboardInterrupt))
             sys.exit(e.exit_code)
         if "Abort" in names:
-            err.print("aborted", highlight=False)
-            sys.exit(EXIT_INTERRUPTED)
+            _interrupted(e)
         if "ClickException" in names:
             text, code = _one_line_usage(e)
             if text:
@@ -251,7 +269,7 @@ def main() -> None:
             sys.exit(code)
         raise
     if isinstance(code, int) and code:
-        sys.exit(code)
+        sys.exit(signals.EXIT_SIGTERM if code == EXIT_INTERRUPTED and signals.terminated() else code)
 
 
 if __name__ == "__main__":

@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as dt
 import json
-import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
-
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import ReadStats, append_jsonl, atomic_write_json, cut_torn_tail, read_jsonl
+from ctxbench.harness.core.locks import single_writer
 from ctxbench.harness.core.types import SCHEMA_VERSION, RunRecord
 
 # Record fields that identify what produced the rows; a resume must match them (sessions, plan may grow).
@@ -57,24 +53,10 @@ class RunStore:
         if self.record_path.exists():
             self.read_record()  # a garbage record is one line, before the lock file is made
         self.dir.mkdir(parents=True, exist_ok=True)
-        lock_path = self.samples_path.with_suffix(".lock")
-        holder = lock_path.with_suffix(".holder.json")
-        lock = FileLock(str(lock_path), timeout=0)
-        try:
-            lock.acquire()
-        except Timeout:
-            who = _read_json(holder) or {}
-            raise ConfigError(
-                f"{self.dir.name}: another process is writing this run (pid {who.get('pid', '?')} on {who.get('host', '?')} "
-                f"since {who.get('since', '?')}); wait for it, or split the suite with --shard i/n") from None
-        try:
-            atomic_write_json(holder, {"pid": os.getpid(), "host": socket.gethostname(),
-                                       "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
+        with single_writer(self.samples_path.with_suffix(".lock"), what=self.dir.name, noun="this run",
+                           fix="wait for it, or split the suite with --shard i/n"):
             cut_torn_tail(self.samples_path)
             yield self
-        finally:
-            holder.unlink(missing_ok=True)
-            lock.release()
 
     # -- the record -----------------------------------------------------------------------------
     def begin(self, record: RunRecord, session: dict[str, Any]) -> dict[str, Any]:
@@ -139,13 +121,6 @@ def error_reason(error: str) -> str:
     if error.startswith("gave up after ") and ": " in error:
         error = error.split(": ", 1)[1]
     return error.split(":", 1)[0].strip()[:60] or "error"
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _short(value: Any) -> str:
