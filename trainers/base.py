@@ -30,14 +30,13 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ctxbench.harness.core.config import CONFIG_ROOT, one_line
+from ctxbench.harness.core.config import one_line, resolve_config
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import append_jsonl, atomic_write_json, cut_torn_tail, read_jsonl
 
 MANIFEST_NAME = "ctxbench_manifest.json"
 RUN_MARK = "ctxbench_run.json"  # in output_dir: which config owns its checkpoints
 LOSSES = "losses.jsonl"
-DEEPSPEED_PRESETS = ("zero3", "zero3_offload")
 # Keys that do not change the trained weights; excluded from the config hash (and so from the run id).
 VOLATILE = {"store", "output_dir", "threads", "dataloader_workers", "label", "group", "logging_steps", "eval_steps",
             "save_steps", "save_total_limit", "delete_checkpoints"}
@@ -205,9 +204,9 @@ class TrainRun:
 
 def load_config(cls: type[TrainerConfig], path: Path, **overrides: Any) -> TrainerConfig:
     """Read a YAML config; a bad key or value is one line naming it."""
-    from ctxbench.harness.core.config import read_yaml_mapping
+    from ctxbench.harness.core.config import read_yaml_mapping, resolve_config
 
-    path = Path(path)
+    path = resolve_config(path, kind="trainers", field="--config")
     raw = read_yaml_mapping(path, field="--config", expect="trainer settings")
     return validate(cls, {**raw, **{k: v for k, v in overrides.items() if v is not None}}, where=path.name)
 
@@ -219,20 +218,14 @@ def validate(cls: type[TrainerConfig], raw: dict[str, Any], *, where: str) -> Tr
         raise ConfigError(one_line(e, where)) from None
 
 
-def config_path(path: str) -> Path:
-    """A config file as given, or relative to the repository (configs/...) when run from another directory."""
-    p = Path(path)
-    if p.exists() or p.is_absolute():
-        return p
-    repo = CONFIG_ROOT.parent / p
-    return repo if repo.exists() else p
+def config_path(path: str, *, field: str = "data") -> Path:
+    """A data config a trainer or study config names: a real file or directory, else the shipped one (from any directory)."""
+    return resolve_config(path, kind="data", field=field)
 
 
 def deepspeed_path(spec: str) -> Path:
-    p = CONFIG_ROOT / "deepspeed" / f"{spec}.json" if spec in DEEPSPEED_PRESETS else Path(spec)
-    if not p.exists():
-        raise ConfigError(f"deepspeed: {spec!r} is neither {' nor '.join(DEEPSPEED_PRESETS)} nor an existing JSON file")
-    return p
+    """A DeepSpeed JSON: a preset name (zero3, zero3_offload), configs/deepspeed/NAME.json, or a file."""
+    return resolve_config(spec, kind="deepspeed", field="deepspeed")
 
 
 def apply_rope(model_config: Any, rope: RopeSpec | None, seq_len: int) -> None:

@@ -146,17 +146,46 @@ def read_yaml_mapping(path: Path, *, field: str, expect: str) -> dict[str, Any]:
     return raw
 
 
-def suite_path(name_or_path: str) -> Path:
-    p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or p.exists():
-        if not p.exists():
-            raise ConfigError(f"suite: file {p} does not exist")
+CONFIG_SUFFIXES = {"suites": (".yaml", ".yml"), "trainers": (".yaml", ".yml"), "data": (".yaml", ".yml"),
+                   "studies": (".yaml", ".yml"), "deepspeed": (".json",)}
+
+
+def resolve_config(name_or_path: str | Path, *, kind: str, field: str) -> Path:
+    """A config as a user names it, from any directory: a real file or directory wins; else the shipped
+    configs/<kind>/ file by its documented path (configs/trainers/cpt-tiny.yaml) or by name (cpt-tiny), so the
+    configs a wheel ships work outside a checkout."""
+    p = Path(name_or_path).expanduser()
+    if p.exists():
         return p
-    p = CONFIG_ROOT / "suites" / f"{name_or_path}.yaml"
-    if not p.exists():
-        known = sorted(x.stem for x in (CONFIG_ROOT / "suites").glob("*.yaml"))
-        raise ConfigError(f"suite: no suite named {name_or_path!r}; known: {', '.join(known)}, or pass a .yaml path")
-    return p
+    shipped = _shipped_config(p, kind)
+    if shipped is not None:
+        return shipped
+    known = ", ".join(shipped_config_names(kind))
+    raise ConfigError(f"{field}: {p} does not exist (here or among the shipped configs/{kind}); "
+                      f"give a file's path or a shipped name: {known}")
+
+
+def _shipped_config(p: Path, kind: str) -> Path | None:
+    if p.is_absolute() or not p.parts:
+        return None
+    if p.parts[0] == "configs":  # the documented path, relative to the package's configs/ wherever it is installed
+        candidates = [CONFIG_ROOT.parent / p]
+    elif len(p.parts) == 1:
+        suffixes = CONFIG_SUFFIXES[kind]
+        candidates = [CONFIG_ROOT / kind / (p.name if p.suffix in suffixes else p.name + s) for s in suffixes]
+    else:
+        return None
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def shipped_config_names(kind: str) -> list[str]:
+    """The names (file stems) of the configs shipped under configs/<kind>/."""
+    root = CONFIG_ROOT / kind
+    return sorted(x.stem for x in root.iterdir() if x.suffix in CONFIG_SUFFIXES[kind]) if root.is_dir() else []
+
+
+def suite_path(name_or_path: str) -> Path:
+    return resolve_config(name_or_path, kind="suites", field="suite")
 
 
 def shipped_suites() -> dict[str, str]:
@@ -195,11 +224,38 @@ def select_tasks(suite: Suite, patterns: str | None) -> Suite:
     return suite.model_copy(update={"tasks": keep})
 
 
+ADHOC_LENGTHS = (4096,)  # `--tasks` without `--suite`: these lengths and samples unless --lengths / --samples say
+ADHOC_SAMPLES = 10
+
+
+def adhoc_suite(patterns: str, **overrides: Any) -> Suite:
+    """`--tasks` without `--suite`, as lm-eval and RULER users type it: the registered tasks matching comma-separated
+    names or globs, as a suite named `adhoc` (recorded under that name with its whole config, like any suite)."""
+    import fnmatch
+
+    pats = [p.strip() for p in patterns.split(",") if p.strip()]
+    known = registry.names("task")
+    for p in pats:
+        if not any(fnmatch.fnmatch(n, p) for n in known):
+            raise ConfigError(f"--tasks: {p!r} matches no registered task; list them with `ctxbench tasks` "
+                              "(or give --suite to pick from a suite's tasks)")
+    raw = {"name": "adhoc", "description": f"ad-hoc suite: --tasks {patterns}", "lengths": list(ADHOC_LENGTHS),
+           "samples": ADHOC_SAMPLES, "tasks": [n for n in known if any(fnmatch.fnmatch(n, p) for p in pats)],
+           **{k: v for k, v in overrides.items() if v is not None}}
+    try:
+        return Suite(**raw)
+    except ValidationError as e:
+        raise ConfigError(one_line(e, "ad-hoc suite (--tasks)")) from None
+
+
 def build_task(spec: TaskSpec, *, where: str = "task"):
     factory = registry.get("task", spec.task, field=f"{where}.task")
     try:
         task = factory(**spec.args)
     except ValidationError as e:
+        if e.errors()[0]["type"] == "extra_forbidden":  # name the valid keys, as backend arguments do
+            valid = ", ".join(type(factory().args).model_fields)
+            raise ConfigError(f"{one_line(e, f'{where}.args')}; valid keys: {valid} (see `ctxbench tasks {spec.task}`)") from None
         raise ConfigError(one_line(e, f"{where}.args")) from None
     if spec.name:
         task.name = spec.name

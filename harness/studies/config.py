@@ -192,9 +192,9 @@ def load_eval_suite(spec: EvalSpec, *, where: str):
 
 def load_study(path: Path) -> StudyConfig:
     """Read and fully validate a study: the config, each method's data options and trainer config, and the suite."""
-    from ctxbench.harness.core.config import read_yaml_mapping
+    from ctxbench.harness.core.config import read_yaml_mapping, resolve_config
 
-    path = Path(path)
+    path = resolve_config(path, kind="studies", field="study")
     raw = read_yaml_mapping(path, field="study", expect="keys name, corpus, methods, reference, base_model, eval, ...")
     try:
         study = StudyConfig(**raw)

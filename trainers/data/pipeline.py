@@ -49,9 +49,9 @@ class SynthesisConfig(BaseModel):
 
 def load_config(path: str | Path, **overrides: Any) -> SynthesisConfig:
     """Read a YAML synthesis config; validation errors become one-line ConfigErrors naming the key."""
-    from ctxbench.harness.core.config import one_line, read_yaml_mapping
+    from ctxbench.harness.core.config import one_line, read_yaml_mapping, resolve_config
 
-    p = Path(path)
+    p = resolve_config(path, kind="data", field="--config")
     raw = read_yaml_mapping(p, field="--config", expect="config keys (corpus, method, seq_len, ...)")
     raw.update({k: v for k, v in overrides.items() if v is not None})
     try:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ctxbench.harness.core.config import one_line, read_yaml_mapping
+from ctxbench.harness.core.config import one_line, read_yaml_mapping, resolve_config
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_write, atomic_write_json
 from ctxbench.trainers.hqa import prompts
@@ -82,7 +82,8 @@ class HQADataConfig(BaseModel):
 
 
 def load_data_config(path: Path, **overrides: Any) -> HQADataConfig:
-    raw = read_yaml_mapping(Path(path), field="--config", expect="hqa data settings (documents, generator, ...)")
+    path = resolve_config(path, kind="data", field="--config")
+    raw = read_yaml_mapping(path, field="--config", expect="hqa data settings (documents, generator, ...)")
     raw = {**raw, **{k: v for k, v in overrides.items() if v is not None}}
     try:
         return HQADataConfig(**raw)

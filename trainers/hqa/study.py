@@ -53,7 +53,7 @@ def study_stages(settings: dict[str, Any], options: HQAStudyData, inputs) -> lis
     for s in stages:
         if not isinstance(s.get("data"), str) or not isinstance(s.get("seq_len"), int):
             raise ConfigError(f"training.stages: stage {s.get('name')!r} needs data (an hqa data YAML) and seq_len")
-        path = str(config_path(s["data"]))
+        path = str(config_path(s["data"], field="stages.data"))
         base = read_yaml_mapping(Path(path), field="stages.data", expect="hqa data settings") if Path(path).is_file() else {}
         args = {**s.get("data_args", {}), **options.data_args}
         composition = {**base.get("composition", {}), **args.get("composition", {}), **options.composition}

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.registry import register
-from ctxbench.trainers.base import DataBundle, RopeSpec, ScratchModel, TrainerConfig, TrainResult, validate
+from ctxbench.trainers.base import DataBundle, RopeSpec, ScratchModel, TrainerConfig, TrainResult, config_path, validate
 from ctxbench.trainers.hqa.chat import IGNORE
 from ctxbench.trainers.hqa.study import HQAStudyData
 from ctxbench.trainers.loop import HFTrainer
@@ -88,7 +88,7 @@ def data_identity(data: str, data_args: dict[str, Any]) -> str:
     """What the stage trains on, without synthesizing: the data YAML's config hash, or a directory's manifest's."""
     from ctxbench.trainers.hqa.data import load_data_config, read_manifest
 
-    p = Path(data)
+    p = config_path(data, field="stages.data")
     if p.is_dir():
         m = read_manifest(p)
         if not m:
@@ -181,7 +181,7 @@ class StageTrainer(HFTrainer):
         from ctxbench.trainers.hqa.data import load_data_config, synthesize
 
         c = self.config
-        p = Path(c.data)
+        p = config_path(c.data, field="stages.data")
         if p.is_dir():
             return p
         cfg = load_data_config(p, **c.data_args)

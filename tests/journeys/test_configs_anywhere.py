@@ -1,0 +1,69 @@
+"""Issue 21 item 10: every shipped config resolves by its documented path (configs/<kind>/<name>.yaml) or by name,
+from any directory; a real file in the user's directory wins. (The shared `tiny_checkpoint` fixture itself types
+`ctxbench train cpt --config configs/trainers/cpt-tiny.yaml` from outside the checkout.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ctxbench.harness.core.config import CONFIG_ROOT
+
+
+def test_the_readme_training_command_works_outside_the_checkout(user):
+    r = user.run("ctxbench train cpt --config configs/trainers/cpt-tiny.yaml --max-steps 2")
+    assert r.code == 0, r.err[-3000:]
+    assert "trained 2 steps" in r.out
+    (model,) = (user.cwd / "runs").glob("train-cpt-tiny-standard-*/model")
+    assert (model / "config.json").is_file()
+
+
+def test_a_trainer_config_by_name_is_read(user):
+    # max_steps 0 is refused by the config's own schema: the shipped cpt-tiny was found and read, nothing was trained
+    r = user.run("ctxbench train cpt --config cpt-tiny --max-steps 0")
+    assert r.code == 2 and "cpt-tiny.yaml: max_steps" in r.last_err_line, r.err
+    assert user.files() == set()
+
+
+def test_data_pack_by_documented_path_packs_the_users_directory(user):
+    (user.cwd / "code").mkdir()
+    for p in sorted((CONFIG_ROOT.parent / "harness" / "core").glob("*.py"))[:8]:
+        (user.cwd / "code" / p.name).write_text(p.read_text())
+    r = user.run("ctxbench data pack --config configs/data/standard.yaml --out packed/x --budget-tokens 20000")
+    assert r.code == 0, r.err[-3000:]
+    assert json.loads((user.cwd / "packed/x/manifest.json").read_text())["shards"]
+
+
+def test_a_study_by_documented_path_and_by_name(user):
+    r = user.run("ctxbench study configs/studies/cpu-stdlib.yaml --check")
+    assert r.code == 0 and "valid; 3 methods" in r.out, r.err
+    r = user.run("ctxbench study cpu-trainers --check")  # its methods name configs/data/logo-tiny.yaml and hqa-tiny.yaml
+    assert r.code == 0 and "valid; 3 methods" in r.out, r.err
+    assert user.files() == set()
+
+
+def test_a_real_file_in_the_users_directory_wins(user):
+    mine = user.cwd / "configs" / "trainers"
+    mine.mkdir(parents=True)
+    (mine / "cpt-tiny.yaml").write_text("not_a_key: 1\n")
+    r = user.run("ctxbench train cpt --config configs/trainers/cpt-tiny.yaml")
+    assert r.code == 2 and "base_model: required key is missing" in r.last_err_line, r.err  # the user's file was read
+
+
+def test_an_unknown_name_is_one_line_listing_the_shipped_ones(user):
+    r = user.run("ctxbench train cpt --config cpt-tinny")
+    assert r.code == 2, r.err
+    assert "--config: cpt-tinny does not exist" in r.last_err_line and "cpt-tiny," in r.last_err_line
+    assert len(r.err.strip().splitlines()) == 1 and user.files() == set()
+
+
+def test_configs_a_config_names_resolve_from_anywhere(tmp_path, monkeypatch):
+    """A trainer config's data YAML (hqa stages) and DeepSpeed presets, from a directory outside the checkout."""
+    from ctxbench.trainers.base import config_path, deepspeed_path
+    from ctxbench.trainers.hqa.trainer import data_identity
+
+    monkeypatch.chdir(tmp_path)
+    assert deepspeed_path("zero3") == deepspeed_path("configs/deepspeed/zero3.json") == CONFIG_ROOT / "deepspeed/zero3.json"
+    assert config_path("hqa-tiny") == config_path("configs/data/hqa-tiny.yaml") == CONFIG_ROOT / "data/hqa-tiny.yaml"
+    assert len(data_identity("configs/data/hqa-tiny.yaml", {})) == 16
+    assert not list(Path(tmp_path).iterdir())
