@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import slug
+from ctxbench.harness.core.locks import holder_path, single_writer
 from ctxbench.trainers.base import (
     MANIFEST_NAME,
     RUN_MARK,
@@ -38,6 +39,9 @@ from ctxbench.trainers.base import (
     apply_rope,
     deepspeed_path,
 )
+
+TRAIN_LOCK = "train.lock"  # in the run directory: one process trains a run at a time
+FINAL_STAGING = ".final.tmp"  # in output_dir: the final model is saved here, then published file by file
 
 
 def _now() -> str:
@@ -233,14 +237,28 @@ class HFTrainer:
 
             torch.set_num_threads(default_threads())
         data = self.data
-        if fresh and self.is_main:
-            shutil.rmtree(out, ignore_errors=True)
-            run.reset()
-        done = self.finished(data)
+        done = None if fresh else self.finished(data)
         if done is not None:
             return self._result(done, skipped=True)
-        if self.is_main:
+        if not self.is_main:  # torchrun: rank 0 holds the run's one-writer lock for every rank
+            return self._train(data, callbacks)
+        run.dir.mkdir(parents=True, exist_ok=True)
+        with single_writer(run.dir / TRAIN_LOCK, what=run.dir.name, noun="this training",
+                           fix="wait for it to finish (its rerun then reports it trained)"):
+            if fresh:
+                shutil.rmtree(out, ignore_errors=True)
+                held = {TRAIN_LOCK, holder_path(run.dir / TRAIN_LOCK).name}
+                for f in run.dir.iterdir():  # all but the lock this process holds
+                    if f.name not in held:
+                        shutil.rmtree(f) if f.is_dir() else f.unlink()
+            done = self.finished(data)  # another process may have finished it while this one waited to start
+            if done is not None:
+                return self._result(done, skipped=True)
             self._claim(out, data)
+            return self._train(data, callbacks)
+
+    def _train(self, data: DataBundle, callbacks: Sequence[Any]) -> TrainResult:
+        c, run, out = self.config, self.run, self.output_dir
         from transformers import TrainingArguments
 
         last = last_checkpoint(out)
@@ -252,18 +270,28 @@ class HFTrainer:
             run.repair()
         args = TrainingArguments(**self.training_arguments(data))
         per_step = data.tokens_per_sequence * c.per_device_batch_size * c.gradient_accumulation_steps * self.world_size()
+        shown = _callbacks(run, per_step, self.console, self.name)
         hf = self.hf_trainer_class()(
             model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=self.data_collator(),
-            processing_class=self.tokenizer, callbacks=[*_callbacks(run, per_step, self.console, self.name), *callbacks],
+            processing_class=self.tokenizer, callbacks=[*shown, *callbacks],
         )
         from transformers.trainer_callback import PrinterCallback
 
         hf.remove_callback(PrinterCallback)  # the rich bar and losses.jsonl replace its printed dicts
         start = time.perf_counter()
-        hf.train(resume_from_checkpoint=last)
+        try:
+            hf.train(resume_from_checkpoint=last)
+        except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (harness/core/signals.py): stop the bar, say what is kept
+            shown[-1].close()
+            kept = last_checkpoint(out)
+            raise type(e)(f"at step {hf.state.global_step}/{hf.state.max_steps} of training {self.run_id} "
+                          f"({Path(kept).name + ' kept' if kept else 'no checkpoint yet'})") from None
         if data.eval is not None and hf.state.global_step % args.eval_steps:
             hf.evaluate()  # the final validation loss, at the last step
-        self.save_final(hf, out)
+        staging = out / FINAL_STAGING  # every rank saves (ZeRO-3 gathers); rank 0 publishes
+        if hf.is_world_process_zero():
+            shutil.rmtree(staging, ignore_errors=True)
+        self.save_final(hf, staging)
         seconds = time.perf_counter() - start
         losses = run.losses()
         last_of = {r["split"]: r["loss"] for r in losses}
@@ -279,8 +307,9 @@ class HFTrainer:
             "config": c.model_dump(mode="json"), **self.manifest_extra(hf),
         }
         if hf.is_world_process_zero():
-            self.tokenizer.save_pretrained(str(out))
-            (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, default=str))
+            self.tokenizer.save_pretrained(str(staging))
+            (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, default=str))
+            publish_model(staging, out)
             run.write({**record, "status": "complete", "steps": manifest["steps"], "tokens": tokens,
                        "train_loss": manifest["train_loss"], "eval_loss": manifest["eval_loss"]})
             if c.delete_checkpoints:
@@ -333,6 +362,19 @@ class HFTrainer:
                            skipped)
 
 
+def publish_model(staging: Path, out: Path) -> None:
+    """Move a saved model from `staging` into `out` file by file (each rename atomic), config.json and then the
+    manifest last: a kill during the final save leaves the old files or a directory without config.json, never
+    one that looks like a model over torn weights."""
+    order = {"config.json": 1, MANIFEST_NAME: 2}
+    for f in sorted(staging.iterdir(), key=lambda f: order.get(f.name, 0)):
+        target = out / f.name
+        if f.is_dir() and target.is_dir():
+            shutil.rmtree(target)
+        os.replace(f, target)
+    staging.rmdir()
+
+
 def last_checkpoint(out: Path) -> str | None:
     """The newest checkpoint-N that finished saving (has trainer_state.json); None to start from step 0."""
     found = [(int(p.name.split("-")[-1]), p) for p in out.glob("checkpoint-*")
@@ -379,6 +421,10 @@ def _callbacks(run: TrainRun, tokens_per_step: int, console: Any, name: str) -> 
                 self.bar.update(self.job, description=f"training {name} · {shown}")
 
         def on_train_end(self, args, state, control, **kwargs):
+            self.close()
+
+        def close(self) -> None:
+            """Stop the bar (the terminal's cursor comes back); also on Ctrl-C or SIGTERM, where no train end comes."""
             if self.bar is not None:
                 self.bar.stop()
                 self.bar = None

@@ -21,12 +21,14 @@ def data_pack(
     budget_tokens: Optional[int] = typer.Option(None, help="override budget_tokens"),
     seed: Optional[int] = typer.Option(None, help="override seed"),
 ):
-    """Pack a corpus into fixed-length sequences (shards + manifest); rerunning resumes an interrupted run."""
+    """Pack a corpus into fixed-length sequences (shards + manifest); rerunning resumes an interrupted run.
+    One process writes an out_dir at a time."""
     from ctxbench.harness.core.progress import progress
-    from ctxbench.trainers.data.pipeline import load_config, synthesize
+    from ctxbench.trainers.data.pipeline import load_config, synthesize, with_stdlib_corpus
 
     cfg = load_config(config, out_dir=out_dir, budget_tokens=budget_tokens, seed=seed)
     writable_dir(Path(cfg.out_dir), "--out" if out_dir else "out_dir")
+    cfg = with_stdlib_corpus(cfg)
     from ctxbench.trainers.data.corpus import corpus_identity
 
     for corpus in (cfg.corpus, cfg.mix_corpus):  # path and format refused before the bar appears

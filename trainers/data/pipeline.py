@@ -62,6 +62,17 @@ def load_config(path: str | Path, **overrides: Any) -> SynthesisConfig:
     return cfg
 
 
+def with_stdlib_corpus(config: SynthesisConfig) -> SynthesisConfig:
+    """'stdlib:[pkg,...]' corpora (as trainer configs accept them) copied beside out_dir, as `ctxbench train` does."""
+    from ctxbench.trainers.data.stdlib_corpus import resolve_corpus
+
+    root = Path(config.out_dir).parent
+    update = {key: CorpusConfig(**resolve_corpus(c.model_dump(exclude_unset=True), root))
+              for key, c in (("corpus", config.corpus), ("mix_corpus", config.mix_corpus))
+              if c is not None and c.path.startswith("stdlib:")}
+    return config.model_copy(update=update) if update else config
+
+
 def _tokenizer(spec: str):
     if spec not in _TOKENIZERS:
         from ctxbench.harness.core.models import load_tokenizer
@@ -104,7 +115,26 @@ class _Writer(ShardWriter):
 def synthesize(config: SynthesisConfig, *, progress: Callable[[int, int], None] | None = None,
                tokenizer=None) -> Manifest:
     """Write config.budget_tokens of packed sequences to config.out_dir; resumes a partial run, returns a
-    finished one as is. progress(tokens_done, tokens_total) is called after every shard."""
+    finished one as is. progress(tokens_done, tokens_total) is called after every shard. One process writes
+    an out_dir at a time: a second is refused with one line naming the first (its cleanup would delete the
+    first one's shards)."""
+    from ctxbench.harness.core.locks import output_writer
+
+    done = read_manifest(Path(config.out_dir))
+    if done is not None and done.complete and done.config_hash == _config_hash(config):
+        return done  # finished: nothing to write, no lock needed
+    with output_writer(config.out_dir, what=f"out_dir {config.out_dir}", fix="wait for it to finish, or give another out_dir"):
+        return _synthesize(config, progress=progress, tokenizer=tokenizer)
+
+
+def _config_hash(config: SynthesisConfig) -> str:
+    """What the packing depends on, not where it is written."""
+    cfg = config.model_dump(mode="json", exclude={"out_dir", "cache_dir"})
+    cfg["method_args"] = parse_args(config.method, config.method_args).model_dump(mode="json")
+    return config_hash(cfg)
+
+
+def _synthesize(config: SynthesisConfig, *, progress: Callable[[int, int], None] | None, tokenizer) -> Manifest:
     out = Path(config.out_dir)
     spec = get_method(config.method)
     args = parse_args(config.method, config.method_args)

@@ -37,6 +37,11 @@ class Manifest:
 
     @property
     def data_hash(self) -> str:
+        """The sequences' content (each shard's sha256): the same tokens packed in another directory, from a corpus
+        at another path, are the same data. Manifests from before shard hashes keep their config-based hash."""
+        content = self.stats.get("shard_sha256", [])
+        if self.shards and len(content) == len(self.shards):
+            return hashlib.sha256(json.dumps(["content", self.seq_len, self.tokens, content]).encode()).hexdigest()[:16]
         return hashlib.sha256(json.dumps([self.config_hash, self.shards, self.tokens]).encode()).hexdigest()[:16]
 
 
@@ -76,6 +81,7 @@ class ShardWriter:
             name = f"shard-{len(self.manifest.shards):05d}.npy"
             arr = np.stack(self.buffer)
             atomic_write(self.dir / name, lambda f: np.save(f, arr))
+            self.manifest.stats.setdefault("shard_sha256", []).append(hashlib.sha256(arr.tobytes()).hexdigest())
             self.manifest.shards.append(name)
             self.manifest.num_sequences += len(self.buffer)
             self.manifest.tokens += len(self.buffer) * self.manifest.seq_len
