@@ -1,0 +1,346 @@
+"""Generate the reference pages from code, so that they can never disagree with it.
+
+Run by mkdocs-gen-files at every `mkdocs build` (see mkdocs.yml); `python3 docs/scripts/gen_reference.py OUT_DIR`
+writes the same pages to a directory. Pages: reference/cli.md (the typer app, as `--help` shows it),
+reference/tasks.md (every registered task and its pydantic arguments), reference/backends.md (each backend's
+`--backend-arg` keys), reference/record.md (RunRecord's fields,
+the sample row keys of harness/runner.py and the schema version).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import io
+import re
+import sys
+import tokenize
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+_TAG = re.compile(r"\s*\[(default: [^\]]*|required|env var: [^\]]*)\]")
+
+
+def cell(text: object, limit: int = 0) -> str:
+    """A value as one markdown table cell: one line, pipes and angle brackets escaped."""
+    s = " ".join(str(text).split())
+    if limit and len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return s.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def code(text: object, limit: int = 60) -> str:
+    """A value as inline code in a table cell (long templates shortened; newlines shown as ⏎). Pipes need no
+    escape inside a code span of a Python-Markdown table."""
+    s = str(text).replace("\n", "⏎")
+    if limit and len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return f"`` {s} ``" if "`" in s else f"`{s}`" if s.strip() else "`\"\"`"
+
+
+# --- CLI -----------------------------------------------------------------------------------------------------
+
+
+def _commands(cmd, ctx, path):
+    """Every command below `cmd` (depth first), with the click context `--help` would use."""
+    from typer._click.core import Context
+
+    yield path, cmd, ctx
+    if hasattr(cmd, "list_commands"):
+        for name in cmd.list_commands(ctx):
+            sub = cmd.get_command(ctx, name)
+            if sub is not None and not getattr(sub, "hidden", False):
+                yield from _commands(sub, Context(sub, info_name=name, parent=ctx), f"{path} {name}")
+
+
+def _param_rows(cmd, ctx) -> list[str]:
+    rows = []
+    for p in cmd.get_params(ctx):
+        record = p.get_help_record(ctx)
+        if record is None or getattr(p, "hidden", False):
+            continue
+        names, help_text = record
+        tags = [t for t in _TAG.findall(help_text)]
+        help_text = _TAG.sub("", help_text).strip()
+        default = next((t.split(": ", 1)[1] for t in tags if t.startswith("default")), "")
+        kind = "argument" if type(p).__name__.endswith("Argument") else "option"
+        required = "**required** " if "required" in tags or getattr(p, "required", False) else ""
+        rows.append(f"| {code(names, 0)} | {kind} | {cell(default) or '–'} | {required}{cell(help_text)} |")
+    return rows
+
+
+def cli_page() -> str:
+    """Every command of `ctxbench`, its usage, help and options with defaults, from the typer app itself."""
+    import typer.main
+    from typer._click.core import Context
+
+    from ctxbench.harness import cli
+
+    root = typer.main.get_command(cli.app)
+    lines = ["# CLI reference", "",
+             "Generated from the typer app (`ctxbench.harness.cli.app`) at every docs build, so it says what "
+             "`ctxbench COMMAND --help` says. Exit codes are explained in [Troubleshooting](../troubleshooting.md#exit-codes).", ""]
+    for path, cmd, ctx in _commands(root, Context(root, info_name="ctxbench"), "ctxbench"):
+        lines += [f"## `{path}`", "", cell(inspect.cleandoc(cmd.help or "")).replace("\\|", "|"), "",
+                  "```text", cmd.get_usage(ctx).strip(), "```", ""]
+        rows = _param_rows(cmd, ctx)
+        if rows:
+            lines += ["| name | kind | default | help |", "|---|---|---|---|", *rows, ""]
+        if hasattr(cmd, "list_commands"):
+            subs = [s for s in cmd.list_commands(ctx) if not getattr(cmd.get_command(ctx, s), "hidden", False)]
+            lines += ["Commands: " + ", ".join(f"`{path} {s}`" for s in subs), ""]
+    return "\n".join(lines)
+
+
+# --- tasks ---------------------------------------------------------------------------------------------------
+
+
+def type_name(annotation) -> str:
+    text = annotation.__name__ if isinstance(annotation, type) else str(annotation)
+    return re.sub(r"\btyping\.|\bpathlib\.|<class '([^']*)'>", r"\1", text)
+
+
+def _args_table(args_cls, defaults: dict, varies: set[str]) -> list[str]:
+    rows = ["| argument | type | default | help |", "|---|---|---|---|"]
+    for name, field in args_cls.model_fields.items():
+        default = "varies by task (below)" if name in varies else code(defaults.get(name))
+        rows.append(f"| `{name}` | {code(type_name(field.annotation), 80)} | {default} | {cell(field.description or '')} |")
+    return rows
+
+
+def _family_section(family: str, tasks: dict) -> list[str]:
+    lines = [f"## {family}", "", "| task | category | metric | what it measures | data |", "|---|---|---|---|---|"]
+    for name, task in tasks.items():
+        lines.append(f"| `{name}` | {cell(task.category)} | `{task.metric}` | {cell(task.describe())} | {cell(task.data_needs())} |")
+    by_args: dict[type, dict] = defaultdict(dict)
+    for name, task in tasks.items():
+        by_args[type(task.args)][name] = task.args.model_dump(mode="json")
+    for args_cls, per_task in by_args.items():
+        names = list(per_task)
+        first = per_task[names[0]]
+        varies = {k for k in first if any(d.get(k) != first[k] for d in per_task.values())}
+        lines += ["", f"### Arguments of {', '.join(f'`{n}`' for n in names[:6])}"
+                  + (f" and {len(names) - 6} more" if len(names) > 6 else ""), "",
+                  f"Model `{args_cls.__module__}.{args_cls.__name__}`.", "", *_args_table(args_cls, first, varies)]
+        if varies:
+            cols = sorted(varies)
+            lines += ["", "| task | " + " | ".join(f"`{c}`" for c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
+            lines += [f"| `{n}` | " + " | ".join(code(d.get(c), 40) for c in cols) + " |" for n, d in per_task.items()]
+    return lines + [""]
+
+
+def tasks_page() -> str:
+    """Every registered task (plugins included), grouped by family, with its argument model as a table."""
+    from ctxbench.harness.core import registry
+
+    families: dict[str, dict] = defaultdict(dict)
+    for name, factory in registry.entries("task").items():
+        families[name.split("/")[0]][name] = factory()
+    lines = ["# Task arguments", "",
+             "Generated from each registered task's pydantic argument model at every docs build (the same "
+             "registry `ctxbench tasks` reads). Set an argument per task in a suite (`args: {name: value}`) or on the "
+             "command line. Unknown keys are refused with one line.", "",
+             "Families: " + ", ".join(f"[{f}](#{f})" for f in families), ""]
+    for family, tasks in families.items():
+        lines += _family_section(family, tasks)
+    return "\n".join(lines)
+
+
+def backends_page() -> str:
+    """Every shipped backend's `--backend-arg` keys, from the pydantic models the CLI validates them with."""
+    from ctxbench.harness.backends.args import ARGS_OF
+    from ctxbench.harness.core import registry
+
+    lines = ["# Backend arguments", "",
+             "Generated from `ctxbench.harness.backends.args` at every docs build. Pass any of them as "
+             "`--backend-arg KEY=VALUE` (repeatable); an unknown or ill-typed key is refused with one line listing the "
+             "valid ones. Registered backends: " + ", ".join(f"`{n}`" for n in registry.names("backend")) + ".", ""]
+    for name, args_cls in ARGS_OF.items():
+        defaults = {k: f.default for k, f in args_cls.model_fields.items()}
+        lines += [f"## `{name}`", "", f"Model `{args_cls.__name__}`.", "", *_args_table(args_cls, defaults, set()), ""]
+    return "\n".join(lines)
+
+
+def _nested_models(annotation) -> list[type]:
+    """The pydantic models inside a field's annotation (list[MethodSpec], EvalSpec | None, ...)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _nested_models(arg)]
+
+
+def _field_default(field) -> object:
+    from pydantic_core import PydanticUndefined
+
+    if field.default_factory is not None:
+        return field.default_factory()
+    return "required" if field.default is PydanticUndefined else field.default
+
+
+def model_tables(root: type, level: str = "###") -> list[str]:
+    """A table per pydantic model, the root first, then every model nested in its fields (each once)."""
+    lines, todo, seen = [], [root], set()
+    while todo:
+        cls = todo.pop(0)
+        if cls in seen:
+            continue
+        seen.add(cls)
+        defaults = {k: _field_default(f) for k, f in cls.model_fields.items()}
+        doc = cell(inspect.getdoc(cls) or "") if cls.__doc__ else ""
+        lines += [f"{level} `{cls.__name__}`", "", doc, "", *_args_table(cls, defaults, set()), ""]
+        todo += [m for f in cls.model_fields.values() for m in _nested_models(f.annotation)]
+    return lines
+
+
+def configs_page() -> str:
+    """The keys of study, trainer and data-pack config files, from the pydantic models that validate them."""
+    from ctxbench.harness.core import registry
+    from ctxbench.harness.studies.config import StudyConfig
+    from ctxbench.trainers.data.pipeline import SynthesisConfig
+
+    lines = ["# Config files", "",
+             "Generated from the pydantic models that validate each config file, at every docs build. Unknown keys "
+             "are refused with one line naming the key. Defaults shown as `required` must be given.", "",
+             "## Study config (`ctxbench study FILE`)", "", *model_tables(StudyConfig)]
+    for name, trainer in registry.entries("trainer").items():
+        config_cls = getattr(trainer, "config_cls", None)
+        if config_cls is not None:
+            lines += [f"## Trainer `{name}` (`ctxbench train {name} --config FILE`)", "", *model_tables(config_cls)]
+    lines += ["## Data pack config (`ctxbench data pack --config FILE`)", "", *model_tables(SynthesisConfig)]
+    return "\n".join(lines)
+
+
+# --- store and record ----------------------------------------------------------------------------------------
+
+
+# Meanings for fields and keys that carry no comment in the code. The field and key LISTS always come from the code;
+# a field missing here shows its code comment, or "not described yet".
+FIELD_MEANING = {
+    "run_id": "the run directory's name: a hash of what identifies the run (model, suite, task args, seed, ...)",
+    "created": "when the run was first created (UTC, ISO 8601)",
+    "suite": "the suite's name (`adhoc` style names for suites built from --tasks)",
+    "suite_config": "the suite as loaded and validated: lengths, samples, seed, tasks with their full args",
+    "model": "what --model named (alias, directory, .gguf file or hub id)",
+    "backend": "hf, vllm, openai, lmeval:<type> or echo",
+    "backend_args": "the backend's arguments as validated (secrets masked; keys from the environment never written)",
+    "tokenizer": "the tokenizer that fitted the prompts",
+    "tokenizer_fingerprint": "hash of the tokenizer's files: samples depend on it",
+    "template": "auto, chat, plain or a named template",
+    "seed": "the suite's seed (samples depend only on task args, length, index, seed and tokenizer)",
+    "truncation": "refuse or middle",
+    "versions": "package versions and ctxbench's commit",
+    "command": "the command line that created the run",
+    "schema_version": "the store schema this record follows (see the changelog)",
+}
+ROW_MEANING = {
+    "id": "`task@length#index`, unique within a run", "task": "the task's name in the suite", "category": "the task's category",
+    "length": "the target length in tokens (an axis, never part of a metric name)", "index": "the sample's index at that length",
+    "depths": "realised depth of every needle, percent of the context", "prompt_hash": "sha256 of the exact prompt (16 hex)",
+    "prompt_tokens": "tokens in the rendered prompt", "max_new_tokens": "the generation budget",
+    "prediction": "the model's output text", "generated_tokens": "tokens generated", "seconds": "wall time for the sample",
+    "timing": "what the times are: `sample`, `batch-share` or `request`", "prefill_seconds": "time to the first token",
+    "decode_seconds": "the rest of the generation", "metric": "the registered metric that scored it",
+    "score": "0..1 (None when the sample errored; perplexity tasks record losses)", "empty": "the prediction was empty",
+    "answers": "the references", "truncated_tokens": "tokens cut by `--truncation middle` (0 = none)",
+    "error": "why the sample failed (rerunning retries it), else null", "depth": "needle depth of grid tasks",
+    "position": "gold position of KV retrieval", "meta": "task-specific extras",
+}
+
+
+def field_comments(cls) -> dict[str, str]:
+    """The comment of each field of a dataclass: the `# ...` on its line, or the comment lines just above it."""
+    source = inspect.getsource(cls)
+    comments: dict[int, str] = {}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            comments[tok.start[0]] = tok.string.lstrip("# ").strip()
+    out = {}
+    for node in ast.parse(source).body[0].body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            above, line = [], node.lineno - 1
+            while line in comments and not source.splitlines()[line - 1].split("#")[0].strip():
+                above.insert(0, comments[line])
+                line -= 1
+            trailing = [comments[n] for n in range(node.lineno, (node.end_lineno or node.lineno) + 1) if n in comments]
+            out[node.target.id] = " ".join(above + trailing)
+    return out
+
+
+def row_keys() -> list[str]:
+    """The keys of a sample row, read from the dict literal that harness/runner.py's `_row` returns."""
+    from ctxbench.harness import runner
+
+    tree = ast.parse(inspect.getsource(runner))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "_row":
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Dict):
+                    return [k.value for k in sub.value.keys if isinstance(k, ast.Constant)]
+    raise RuntimeError("harness/runner.py: no `_row` returning a dict literal; update docs/scripts/gen_reference.py")
+
+
+def _record_classes() -> list[type]:
+    """RunRecord and any dataclass it is made of (schema 3 splits identity from execution)."""
+    from ctxbench.harness.core import types
+
+    found = [types.RunRecord]
+    for f in dataclasses.fields(types.RunRecord):
+        for name, obj in vars(types).items():
+            if dataclasses.is_dataclass(obj) and isinstance(obj, type) and name in str(f.type) and obj not in found:
+                found.append(obj)
+    return found
+
+
+def _default(f: dataclasses.Field) -> str:
+    if f.default is not dataclasses.MISSING:
+        return code(f.default)
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return code(f.default_factory())  # type: ignore[misc]
+    return "required"
+
+
+def record_page() -> str:
+    from ctxbench.harness.core import types
+
+    lines = ["# Record fields", "",
+             f"Generated from `ctxbench.harness.core.types` and `ctxbench.harness.runner` at every docs build. "
+             f"Current schema version: **{types.SCHEMA_VERSION}** (see [Store and record](../store.md) for the files, "
+             "and the changelog for what changed between versions).", ""]
+    for cls in _record_classes():
+        notes = field_comments(cls)
+        lines += [f"## `{cls.__name__}`", "", cell(inspect.getdoc(cls) or ""), "",
+                  "| field | type | default | meaning |", "|---|---|---|---|"]
+        lines += [f"| `{f.name}` | {code(f.type, 70)} | {_default(f)} | "
+                  f"{cell(notes.get(f.name) or FIELD_MEANING.get(f.name, 'not described yet'))} |"
+                  for f in dataclasses.fields(cls)]
+        lines.append("")
+    lines += ["## Sample rows", "", "Each line of a run's `samples*.jsonl` is one JSON object with these keys, in this "
+              "order (from `_row` in `harness/runner.py`):", "", "| key | meaning |", "|---|---|"]
+    lines += [f"| `{k}` | {cell(ROW_MEANING.get(k, 'not described yet')).replace('`', '')} |" for k in row_keys()]
+    lines.append("")
+    return "\n".join(lines)
+
+
+PAGES = {"reference/cli.md": cli_page, "reference/tasks.md": tasks_page, "reference/record.md": record_page,
+         "reference/backends.md": backends_page, "reference/configs.md": configs_page}
+
+
+def write_to(out: Path) -> None:
+    for rel, make in PAGES.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(make() + "\n")
+
+
+if __name__ == "__main__":  # python3 docs/scripts/gen_reference.py OUT_DIR
+    write_to(Path(sys.argv[1]))
+else:  # mkdocs-gen-files runs this file with runpy at every build
+    import mkdocs_gen_files
+
+    for rel, make in PAGES.items():
+        with mkdocs_gen_files.open(rel, "w") as fh:
+            fh.write(make() + "\n")
