@@ -12,10 +12,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ctxbench.harness.core.config import one_line
 from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.io import slug
 from ctxbench.trainers.base import ScratchModel, StudyInputs, TrainerConfig, validate
 
 RESERVED = {"base_model", "data", "store", "output_dir", "label", "seed"}  # set by the study, not by `training`
 UNTRAINED = "untrained"  # the row of the starting checkpoint
+
+
+def plain_name(name: str) -> str:
+    """A name that becomes one directory (studies/<name>, data/<method>): never a path out of it."""
+    if name != slug(name, max_len=100):
+        raise ValueError(f"{name!r} is not a plain name (it names a directory); use letters, digits, '-', '_' and '.', "
+                         f"e.g. {slug(name, max_len=100)!r}")
+    return name
 
 
 class MethodSpec(BaseModel):
@@ -29,9 +38,9 @@ class MethodSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v):
-        if v == UNTRAINED or "/" in v:
-            raise ValueError(f"{v!r} is reserved or contains '/'; choose another name")
-        return v
+        if v == UNTRAINED:
+            raise ValueError(f"{v!r} is reserved; choose another name")
+        return plain_name(v)
 
 
 class EvalSpec(BaseModel):
@@ -91,6 +100,11 @@ class StudyConfig(BaseModel):
     eval: EvalSpec = Field(description="how each checkpoint is scored")
     perplexity: PerplexitySpec | None = Field(None, description="the held-out perplexity set, scored beside the suite")
     stats: StatsSpec = Field(default_factory=StatsSpec, description="significance level, bootstrap draws, stated power")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v):
+        return plain_name(v)
 
     @field_validator("training")
     @classmethod

@@ -80,8 +80,6 @@ def run_study(study: StudyConfig, *, console: Any = None, data_dir: Path | None 
     Ranks other than 0 return None after training."""
     from rich.console import Console
 
-    from ctxbench.trainers.data.stdlib_corpus import resolve_corpus
-
     console = console or Console(stderr=True)
     corpus_path = str(study.corpus.get("path", ""))
     if not corpus_path.startswith("stdlib:") and not Path(corpus_path).expanduser().exists():  # before anything is written
@@ -89,6 +87,25 @@ def run_study(study: StudyConfig, *, console: Any = None, data_dir: Path | None 
                           "or use 'stdlib:'")
     root = study.root()
     root.mkdir(parents=True, exist_ok=True)
+    with _one_writer(root):
+        return _run_study(study, console, data_dir)
+
+
+def _one_writer(root: Path):
+    """One study process per output directory (torchrun: rank 0 holds it for all ranks)."""
+    import contextlib
+
+    from ctxbench.harness.core.locks import output_writer
+
+    if not _is_main():
+        return contextlib.nullcontext()
+    return output_writer(root, what=f"study {root}", fix="wait for it to finish; its rerun then skips every finished step")
+
+
+def _run_study(study: StudyConfig, console: Any, data_dir: Path | None) -> StudyResult | None:
+    from ctxbench.trainers.data.stdlib_corpus import resolve_corpus
+
+    root = study.root()
     env_dir = os.environ.get("CTXBENCH_DATA_DIR")
     data_dir = data_dir or (Path(study.eval.data_dir) if study.eval.data_dir else Path(env_dir) if env_dir else None)
     suite = load_eval_suite(study.eval, where="study")
@@ -191,7 +208,8 @@ def with_perplexity(study: StudyConfig, suite, heldout: Heldout | None):
 
 
 class _State:
-    """state.json: which scoring runs finished, keyed by what they scored."""
+    """state.json: which scoring runs finished, keyed by what they scored. A note, not the truth: a step counts as
+    done only while the store still holds its run with every planned sample (`_scored`)."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -212,10 +230,22 @@ def _score(study: StudyConfig, method: str, seed: int | None, model: str, suite,
     label = f"{method}/s{seed}" if seed is not None else method
     plan = RunPlan(suite, model, study.eval.backend, dict(study.eval.backend_args), study.root() / "runs", data_dir, label=label)
     key = json.dumps(training_provenance(model), sort_keys=True)
-    if not state.done(plan.run_id(), key):
+    if not _scored(plan, state, key):
         console.print(escape(f"[{label}] scoring {model}"))
         outcome = run(plan, console=console)
         if outcome.failed:
             raise ConfigError(f"{label}: {outcome.failed} samples failed ({dict(outcome.errors)}); rerun the study to retry them")
         state.mark(plan.run_id(), key)
     return Scored(method, seed, model, plan.run_id())
+
+
+def _scored(plan, state: _State, key: str) -> bool:
+    """Done only if state.json says so AND the run is in the store with every planned sample scored: a deleted or
+    partial runs/ directory is scored again (the runner resumes what is left)."""
+    from ctxbench.harness.core.store import RunStore
+
+    store = RunStore(plan.out_dir, plan.run_id())
+    if not state.done(plan.run_id(), key) or not store.record_path.exists():
+        return False
+    planned = sum(int(n) for lengths in store.read_record().get("plan", {}).values() for n in lengths.values())
+    return planned > 0 and len(store.done_ids()) >= planned

@@ -1,0 +1,63 @@
+"""Journey: a long command stopped by Ctrl-C or by SIGTERM (a scheduler's preemption, `kill`, `timeout`, `docker
+stop`), then rerun (issue 21 item 6).
+
+Both signals end every long command the same way: one line saying where it stopped and that a rerun resumes, exit
+130 after SIGINT and 143 after SIGTERM, the terminal's cursor shown again if the progress bar hid it, and the rerun
+carries on from where it stopped.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from .conftest import User, rows, stop, wait_for
+
+HIDE, SHOW = "\x1b[?25l", "\x1b[?25h"
+TERMINAL = {"TTY_COMPATIBLE": "1", "FORCE_COLOR": "1", "TTY_INTERACTIVE": "1"}  # rich draws its live bar as on a terminal
+SCORE = ("ctxbench score --backend echo --backend-arg delay=1 --suite ruler-quick --tasks ruler/niah_single_1 "
+         "--lengths 1024 --samples 30")
+
+
+def _run_dir(user: User) -> Path | None:
+    found = sorted((user.cwd / "runs").glob("*/samples.jsonl"))
+    return found[0].parent if found else None
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stopped_score_says_so_restores_the_cursor_and_resumes(user: User, data_dir, sig, code):
+    proc = user.start(SCORE, env=TERMINAL)
+    wait_for(lambda: (d := _run_dir(user)) is not None and len(rows(d)) >= 2)
+    r = stop(proc, sig)
+    assert r.code == code, r.err[-2000:]
+    assert r.last_err_line.startswith("interrupted at ") and "rerun the same command to resume" in r.last_err_line
+    assert "Traceback" not in r.err
+    if HIDE in r.err:
+        assert SHOW in r.err.rsplit(HIDE, 1)[1], "the cursor stays hidden"
+    done = len(rows(_run_dir(user)))
+    again = user.run(SCORE.replace("--samples 30", "--samples 30 --backend-arg delay=0"))
+    assert again.code == 0, again.err[-2000:]
+    assert len(list((user.cwd / "runs").iterdir())) == 1  # the same run, resumed
+    assert len(rows(_run_dir(user))) == 30 and done >= 2
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stopped_training_says_so_keeps_its_checkpoint_and_resumes(user: User, sig, code):
+    command = "ctxbench train cpt --config configs/trainers/cpt-tiny.yaml --store runs"
+    proc = user.start(command, env=TERMINAL)
+    losses = lambda: [p for p in (user.cwd / "runs").glob("train-*/losses.jsonl")]  # noqa: E731
+    wait_for(lambda: any(len(p.read_text().splitlines()) >= 22 for p in losses()), timeout=900)  # past checkpoint-20
+    r = stop(proc, sig)
+    assert r.code == code, r.err[-2000:]
+    assert "Traceback" not in r.err
+    line = r.last_err_line
+    assert line.startswith("interrupted at step ") and "checkpoint-20 kept" in line and "rerun the same command" in line
+    if HIDE in r.err:
+        assert SHOW in r.err.rsplit(HIDE, 1)[1], "the cursor stays hidden"
+    model = next((user.cwd / "runs").glob("train-*/model"))
+    assert not (model / "config.json").exists()  # no finished-looking model
+    again = user.run(command, timeout=900)
+    assert again.code == 0, again.err[-2000:]
+    assert "resumed from step 20" in again.out

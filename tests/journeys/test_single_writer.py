@@ -1,0 +1,84 @@
+"""Journey: the same command started twice at once, as schedulers and impatient users do (issue 21 item 26).
+
+Every command that writes an output has one writer: the second is refused at once with one line naming the first
+(pid, host, since) and exit 2, and the first finishes intact. Before, two `data pack` runs into one out_dir left a
+manifest listing shards that the second run's cleanup had deleted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import User, wait_for
+
+PACK = """\
+corpus: {path: "stdlib:json,email", format: repo}
+method: standard
+seq_len: 256
+budget_tokens: 400000
+shard_size: 8
+tokenizer: smollm2-135m
+out_dir: packed/a
+"""
+
+
+def _refused_naming(r, pid: int) -> None:
+    assert r.code == 2, r.err[-2000:]
+    assert r.last_err_line.startswith("error: ") and "another process is writing" in r.last_err_line
+    assert f"pid {pid} on " in r.last_err_line and " since " in r.last_err_line
+    assert "Traceback" not in r.err
+
+
+def test_two_data_packs_into_one_out_dir(user: User):
+    (user.cwd / "pack.yaml").write_text(PACK)
+    first = user.start("ctxbench data pack --config pack.yaml")
+    wait_for(lambda: (user.cwd / "packed" / "a" / "shard-00000.npy").exists(), timeout=600)
+    second = user.run("ctxbench data pack --config pack.yaml")
+    _refused_naming(second, first.pid)
+    out, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err[-2000:]
+    manifest = json.loads((user.cwd / "packed" / "a" / "manifest.json").read_text())
+    assert manifest["complete"] and all((user.cwd / "packed" / "a" / s).is_file() for s in manifest["shards"])
+
+
+def test_two_identical_trainings(user: User):
+    first = user.start("ctxbench train cpt --config configs/trainers/cpt-tiny.yaml")
+    wait_for(lambda: any((user.cwd / "runs").glob("train-*/losses.jsonl")), timeout=900)
+    second = user.run("ctxbench train cpt --config configs/trainers/cpt-tiny.yaml")
+    _refused_naming(second, first.pid)
+    first.kill()
+    first.communicate(timeout=120)
+
+
+STUDY = """\
+name: tiny
+corpus: {path: "stdlib:json", format: repo}
+base_model: {config: {hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2,
+             num_key_value_heads: 1, max_position_embeddings: 512}, tokenizer: smollm2-135m}
+tokenizer: smollm2-135m
+seq_len: 128
+budget_tokens: 4000
+seeds: [0]
+reference: a
+methods:
+  - {name: a, data: {method: standard, eval_sequences: 2}}
+  - {name: b, data: {method: standard, eval_sequences: 2}}
+training: {max_steps: 2, per_device_batch_size: 2, save_steps: 2}
+eval:
+  backend: echo
+  suite: {name: tiny-eval, lengths: [256], samples: 2, tasks: [{task: ruler/niah_single_1}]}
+"""
+
+
+@pytest.mark.slow
+def test_two_identical_studies(user: User, data_dir: Path):
+    (user.cwd / "study.yaml").write_text(STUDY)
+    first = user.start("ctxbench study study.yaml")
+    wait_for(lambda: (user.cwd / "studies" / "tiny").exists())
+    second = user.run("ctxbench study study.yaml")
+    _refused_naming(second, first.pid)
+    first.kill()
+    first.communicate(timeout=120)
