@@ -13,9 +13,20 @@ from typing import Optional
 
 import typer
 
-from ctxbench.harness.cli_common import _data_dir, _ints, _kv, err, out, writable_dir
+from ctxbench.harness.cli_common import (
+    _data_dir,
+    _ints,
+    _kv,
+    err,
+    greedy_gen_kwargs,
+    lmeval_model,
+    log_samples_note,
+    out,
+    writable_dir,
+)
 from ctxbench.harness.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConfigError, CtxbenchError
 from ctxbench.harness.core.io import atomic_write
+from ctxbench.harness.core.prompting import check_template_name
 from ctxbench.harness.core.redact import redact
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -38,16 +49,18 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 @app.command()
 def score(
-    model: str = typer.Option("smollm2-135m", help="alias, local HF dir, .gguf file or hub id"),
-    suite: str = typer.Option("ruler-quick", help="shipped suite name (see `ctxbench suites`) or a YAML path"),
-    lengths: Optional[str] = typer.Option(None, help="override the suite's lengths, e.g. 1024,2048 or 4k,8k"),
-    samples: Optional[int] = typer.Option(None, help="override samples per task and length"),
-    tasks: Optional[str] = typer.Option(None, help="comma-separated task names or globs to keep, e.g. 'ruler/niah*'"),
-    store_dir: Path = typer.Option(Path("runs"), "--store", help="results store directory"),
-    backend: str = typer.Option("hf", help="backend: hf, vllm, openai, lmeval:<type>, echo"),
+    model: Optional[str] = typer.Option(None, help="alias, local HF dir, .gguf file or hub id (default smollm2-135m)"),
+    suite: Optional[str] = typer.Option(None, help="shipped suite name (see `ctxbench suites`) or a YAML path "
+                                        "(default ruler-quick; --tasks without --suite: an ad-hoc suite of those tasks)"),
+    lengths: Optional[str] = typer.Option(None, help="override the suite's lengths, e.g. 1024,2048 or 4k,8k (ad-hoc: 4k)"),
+    samples: Optional[int] = typer.Option(None, help="override samples per task and length (ad-hoc: 10)"),
+    tasks: Optional[str] = typer.Option(None, help="comma-separated task names or globs: the suite's to keep, e.g. "
+                                        "'ruler/niah*', or without --suite the registered tasks to score (`ctxbench tasks`)"),
+    store_dir: Optional[Path] = typer.Option(None, "--store", help="results store directory (default runs)"),
+    backend: Optional[str] = typer.Option(None, help="backend: hf (default), vllm, openai, lmeval:<type>, echo"),
     backend_arg: list[str] = typer.Option([], "--backend-arg", help="KEY=VALUE passed to the backend (repeatable)"),
     dtype: Optional[str] = typer.Option(None, help="model dtype (backend arg dtype), e.g. bfloat16, float32"),
-    batch_size: Optional[int] = typer.Option(None, help="requests per batch (backend arg batch_size)"),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", "--batch_size", help="requests per batch (backend arg batch_size)"),
     device: Optional[str] = typer.Option(None, help="device (backend arg device), e.g. cpu, cuda, cuda:1"),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads (backend arg threads)"),
     template: Optional[str] = typer.Option(None, help="auto, chat, or a plain template for base models"),
@@ -58,29 +71,38 @@ def score(
     label: Optional[str] = typer.Option(None, help="display name on leaderboards (default: the model)"),
     rope_scaling: Optional[str] = typer.Option(None, help="zero-shot context extension TYPE:FACTOR (linear, dynamic, yarn, llama3)"),
     shard: Optional[str] = typer.Option(None, help="score part i of n (e.g. 0/4); parts share one run directory"),
+    model_args: Optional[str] = typer.Option(None, "--model_args", "--model-args", help="lm-eval's K=V,K=V: pretrained= is "
+                                             "the model (then --model hf|vllm is the backend), the rest backend args"),
+    output_path: Optional[Path] = typer.Option(None, "--output_path", "--output-path", help="lm-eval's spelling of --store"),
+    num_fewshot: Optional[int] = typer.Option(None, "--num_fewshot", "--num-fewshot", help="few-shot examples, for the "
+                                              "tasks that take them (lmeval/*); long-context tasks are zero-shot"),
+    gen_kwargs: Optional[str] = typer.Option(None, "--gen_kwargs", "--gen-kwargs", help="lm-eval's K=V,K=V: greedy "
+                                             "settings only (temperature=0, do_sample=false): ctxbench decodes greedily"),
+    log_samples: bool = typer.Option(False, "--log_samples", "--log-samples", help="accepted for lm-eval users; ctxbench "
+                                     "always logs every sample (samples.jsonl)"),
 ):
     """Score a model on a suite; rerunning the same command resumes."""
-    from ctxbench.harness.core.config import load_suite, select_tasks
     from ctxbench.harness.runner import RunInterrupted, RunPlan, run
     from ctxbench.harness.summary import table
 
     if samples is not None and samples < 1:
         raise ConfigError("--samples: must be at least 1")
-    writable_dir(store_dir, "--store")
-    s = load_suite(suite, lengths=_ints(lengths, "--lengths"), samples=samples, template=template, truncation=truncation, seed=seed)
-    s = select_tasks(s, tasks)
-    args = _kv(backend_arg, "--backend-arg")
-    for key, value in (("dtype", dtype), ("batch_size", batch_size), ("device", device), ("threads", threads)):
-        if value is not None:
-            if key in args and args[key] != value:
-                raise ConfigError(f"--{key.replace('_', '-')}: also given as --backend-arg {key}={args[key]}; give it once")
-            args[key] = value
+    choice = lmeval_model(model=model, backend=backend, store=store_dir, model_args=model_args, output_path=output_path)
+    greedy_gen_kwargs(gen_kwargs)
+    if template is not None:
+        check_template_name(template, field="--template")
+    writable_dir(choice.store, "--output_path" if output_path else "--store")
+    s = _suite(suite, tasks, num_fewshot, lengths=_ints(lengths, "--lengths"), samples=samples, template=template,
+               truncation=truncation, seed=seed)
+    args = _backend_args(choice, backend_arg, dtype=dtype, batch_size=batch_size, device=device, threads=threads)
     if rope_scaling:
         from ctxbench.harness.backends.rope import parse_rope_scaling
 
         parse_rope_scaling(rope_scaling, field="--rope-scaling")  # fail early, with one line
         args["rope_scaling"] = rope_scaling
-    plan = RunPlan(s, model, backend, args, store_dir, _data_dir(data_dir), label or "", _shard(shard))
+    log_samples_note(log_samples)
+    model, store_dir = choice.model, choice.store
+    plan = RunPlan(s, model, choice.backend, args, store_dir, _data_dir(data_dir), label or "", _shard(shard))
     try:
         outcome = run(plan, fresh=fresh, console=err)
     except RunInterrupted as e:
@@ -94,6 +116,40 @@ def score(
         err.print(f"{outcome.failed} samples failed ({reasons}); rerun the same command to retry them", highlight=False)
         raise typer.Exit(EXIT_FAILED)
     out.print(f"next: ctxbench board build --store {store_dir}", highlight=False)
+
+
+def _suite(name: Optional[str], tasks: Optional[str], num_fewshot: Optional[int], **overrides):
+    """The suite to score: a shipped or YAML suite (its tasks filtered by --tasks), or with --tasks alone an ad-hoc
+    suite of the registered tasks; --num_fewshot set on the tasks that take it, refused where none does."""
+    from ctxbench.harness.core.config import adhoc_suite, build_task, load_suite, select_tasks
+
+    s = adhoc_suite(tasks, **overrides) if tasks and name is None else select_tasks(load_suite(name or "ruler-quick", **overrides), tasks)
+    if num_fewshot is None:
+        return s
+    if num_fewshot < 0:
+        raise ConfigError("--num_fewshot: must be 0 or more")
+    takes = [i for i, spec in enumerate(s.tasks) if "num_fewshot" in type(build_task(spec).args).model_fields]
+    if not takes:
+        raise ConfigError("--num_fewshot: none of this run's tasks takes few-shot examples (RULER and the other long-context "
+                          "tasks are zero-shot; icl/* set their demonstrations with the task arg shots); drop it")
+    specs = [t.model_copy(update={"args": {**t.args, "num_fewshot": num_fewshot}}) if i in takes else t for i, t in enumerate(s.tasks)]
+    return s.model_copy(update={"tasks": specs})
+
+
+def _backend_args(choice, backend_arg: list[str], **options) -> dict:
+    """--backend-arg, --model_args and the named options (--dtype ...) as one dict, each key given once, checked
+    (names, types, dtype and template values, the device against this torch) before anything loads."""
+    from ctxbench.harness.backends.args import check_backend_args
+
+    args = _kv(backend_arg, "--backend-arg")
+    for key, value in [*choice.backend_args.items(), *options.items()]:
+        if value is not None:
+            if key in args and args[key] != value:
+                raise ConfigError(f"--{key.replace('_', '-')}: also given as {key}={args[key]} (--backend-arg or "
+                                  "--model_args); give it once")
+            args[key] = value
+    check_backend_args(choice.backend, args)
+    return args
 
 
 def _shard(spec: Optional[str]) -> tuple[int, int]:

@@ -9,7 +9,24 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+TORCH_DTYPES = ("auto", "bfloat16", "float16", "float32", "float64")
+VLLM_DTYPES = ("auto", "bfloat16", "float16", "half", "float32", "float")
+
+
+def one_of(value: str, valid: tuple[str, ...]) -> str:
+    if value not in valid:
+        raise ValueError(f"unknown value; use one of {', '.join(valid)}")
+    return value
+
+
+def device_name(value: str) -> str:
+    """auto, cpu, mps, cuda or cuda:N: a misspelling is refused before torch is imported (check_device then asks torch)."""
+    kind, _, index = value.partition(":")
+    if kind not in ("auto", "cpu", "mps", "cuda") or (index and (kind != "cuda" or not index.isdigit())):
+        raise ValueError("unknown device; use auto, cpu, cuda, cuda:N or mps")
+    return value
 
 
 class BackendArgs(BaseModel):
@@ -31,6 +48,9 @@ class HFArgs(BackendArgs):
     max_context: int = Field(0, ge=0, description="override the model's context length (tokens); 0: from its config")
     rope_scaling: dict[str, Any] | str | None = Field(None, description="zero-shot RoPE scaling TYPE:FACTOR (e.g. yarn:4) or a dict")
 
+    _dtype = field_validator("dtype")(lambda v: one_of(v, TORCH_DTYPES))
+    _device = field_validator("device")(lambda v: device_name(v))
+
 
 class VLLMArgs(BackendArgs):
     tensor_parallel_size: int = Field(1, ge=1, description="GPUs per engine (tensor parallel)")
@@ -51,6 +71,8 @@ class VLLMArgs(BackendArgs):
     engine_args: dict[str, Any] | str | None = Field(None, description="a JSON object of any other vllm EngineArgs "
                                                      "(e.g. distributed_executor_backend)")
     batch_size: int = Field(512, ge=1, description="requests per generate() call from the runner")
+
+    _dtype = field_validator("dtype")(lambda v: one_of(v, VLLM_DTYPES))
 
 
 class LMEvalArgs(BaseModel):
@@ -97,9 +119,39 @@ def check_backend_args(backend: str, args: dict[str, Any], *, where: str = "") -
     from ctxbench.harness.core.errors import ConfigError
 
     registry.get("backend", backend, field=f"{where}backend")
+    for key, flag in (("model", "--model"), ("truncation", "--truncation")):
+        if key in args:
+            raise ConfigError(f"{where}backend_args.{key}: set it with {flag}, not as a backend argument")
     model = ARGS_OF.get(backend.split(":", 1)[0])
     if model is not None:
         try:
-            parse_backend_args(model, args, backend=backend)
+            parsed = parse_backend_args(model, args, backend=backend)
         except ConfigError as e:
             raise ConfigError(f"{where}{e}") from None
+        if "device" in args and "device" in model.model_fields:
+            check_device(parsed.device, field=f"{where}backend_args.device")
+
+
+def check_device(device: str, *, field: str = "backend_args.device") -> None:
+    """A device that this machine's torch cannot use (`--device cuda` on a CPU-only build) is one line before any
+    weights load, instead of a traceback from the first tensor moved there."""
+    from ctxbench.harness.core.errors import ConfigError
+
+    kind, _, index = device.partition(":")
+    if kind not in ("cuda", "mps"):
+        return
+    try:
+        import torch
+    except ImportError:
+        return  # no torch at all: the backend's own extras check says which extra to install
+    if kind == "mps":
+        if not torch.backends.mps.is_available():
+            raise ConfigError(f"{field}: {device}: this torch ({torch.__version__}) cannot use an Apple GPU here; use cpu or auto")
+        return
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not count:
+        build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}, but sees no GPU"
+        raise ConfigError(f"{field}: {device}: this torch ({torch.__version__}) is {build}; use cpu or auto, "
+                          "or install a CUDA build of torch on a machine with a GPU")
+    if index and int(index) >= count:
+        raise ConfigError(f"{field}: {device}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")

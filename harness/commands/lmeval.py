@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from ctxbench.harness.cli_common import _kv, err, out
+from ctxbench.harness.cli_common import _kv, err, greedy_gen_kwargs, lmeval_model, log_samples_note, out
 from ctxbench.harness.core.errors import ConfigError
 
 
@@ -82,28 +82,37 @@ def summary_table(run_dir: Path, *, title: str):
 def register(app: typer.Typer) -> None:
     @app.command("lmeval")
     def lmeval(
-        model: str = typer.Option("smollm2-135m", help="alias, local HF dir, .gguf file or hub id"),
+        model: Optional[str] = typer.Option(None, help="alias, local HF dir, .gguf file or hub id (default smollm2-135m)"),
         tasks: str = typer.Option(..., help="comma-separated lm-eval tasks, groups or tags, e.g. mmlu,arc_easy"),
         limit: Optional[float] = typer.Option(None, help="documents per lm-eval subtask (below 1: a fraction); default all"),
-        num_fewshot: Optional[int] = typer.Option(None, help="few-shot examples; default: each task's own"),
-        include_path: list[Path] = typer.Option([], help="directory of extra lm-eval task YAMLs (repeatable)"),
+        num_fewshot: Optional[int] = typer.Option(None, "--num-fewshot", "--num_fewshot", help="few-shot examples; default: each task's own"),
+        include_path: list[Path] = typer.Option([], "--include-path", "--include_path", help="directory of extra lm-eval task YAMLs (repeatable)"),
         builtin_tasks: bool = typer.Option(True, help="index lm-eval's builtin tasks (--no-builtin-tasks: only --include-path; faster)"),
-        out_dir: Path = typer.Option(Path("runs"), "--store", help="results store directory"),
-        backend: str = typer.Option("hf", help="backend name (log-likelihood tasks need hf)"),
+        out_dir: Optional[Path] = typer.Option(None, "--store", help="results store directory (default runs)"),
+        backend: Optional[str] = typer.Option(None, help="backend name (default hf; log-likelihood tasks need hf)"),
         backend_arg: list[str] = typer.Option([], "--backend-arg", help="KEY=VALUE passed to the backend (repeatable)"),
-        batch_size: Optional[int] = typer.Option(None, help="inputs per forward pass (default: the backend's)"),
-        apply_chat_template: bool = typer.Option(False, help="let lm-eval apply the model's chat template (papers: off)"),
+        batch_size: Optional[int] = typer.Option(None, "--batch-size", "--batch_size", help="inputs per forward pass (default: the backend's)"),
+        apply_chat_template: bool = typer.Option(False, "--apply-chat-template", "--apply_chat_template",
+                                                 help="let lm-eval apply the model's chat template (papers: off)"),
         metric: Optional[str] = typer.Option(None, help="per-sample metric stored as the score (default acc, else the task's first)"),
         seed: int = typer.Option(42, help="python, numpy, torch and few-shot seeds"),
-        bootstrap_iters: int = typer.Option(100000, help="lm-eval's bootstrap resamples for stderrs (0 = none)"),
+        bootstrap_iters: int = typer.Option(100000, "--bootstrap-iters", "--bootstrap_iters", help="lm-eval's bootstrap resamples for stderrs (0 = none)"),
         label: Optional[str] = typer.Option(None, help="model name shown on the board (default: --model)"),
         fresh: bool = typer.Option(False, help="discard earlier results of this run and start over"),
+        model_args: Optional[str] = typer.Option(None, "--model_args", "--model-args", help="lm-eval's K=V,K=V: pretrained= is "
+                                                 "the model (then --model hf|vllm is the backend), the rest backend args"),
+        output_path: Optional[Path] = typer.Option(None, "--output_path", "--output-path", help="lm-eval's spelling of --store"),
+        gen_kwargs: Optional[str] = typer.Option(None, "--gen_kwargs", "--gen-kwargs", help="lm-eval's K=V,K=V: greedy "
+                                                 "settings only (temperature=0, do_sample=false): ctxbench decodes greedily"),
+        log_samples: bool = typer.Option(False, "--log_samples", "--log-samples", help="accepted; every sample is logged anyway"),
     ):
         """Run lm-evaluation-harness tasks through a ctxbench backend; results go to the store beside long-context runs."""
+        choice = lmeval_model(model=model, backend=backend, store=out_dir, model_args=model_args, output_path=output_path)
+        greedy_gen_kwargs(gen_kwargs)
         if limit is not None and limit <= 0:
             raise ConfigError("--limit: must be positive")
         if num_fewshot is not None and num_fewshot < 0:
-            raise ConfigError("--num-fewshot: must be 0 or more")
+            raise ConfigError("--num_fewshot: must be 0 or more")
         for p in include_path:
             if not p.is_dir():
                 raise ConfigError(f"--include-path: {p} is not a directory")
@@ -113,8 +122,13 @@ def register(app: typer.Typer) -> None:
                                 "include_path": [str(p.resolve()) for p in include_path] or None, "builtin_tasks": builtin_tasks,
                                 "batch_size": batch_size, "apply_chat_template": apply_chat_template or None, "metric": metric,
                                 "bootstrap_iters": bootstrap_iters}
-        store = run_lmeval(model=model, tasks=_tasks(tasks), out_dir=out_dir, backend=backend,
-                           backend_args=_kv(backend_arg, "--backend-arg"), task_args=args, seed=seed, fresh=fresh,
-                           label=label, console=err)
-        out.print(summary_table(store.dir, title=f"{label or model}: lm-eval (×100, lm-eval's stderr)"))
+        backend_args = _kv(backend_arg, "--backend-arg")
+        for key, value in choice.backend_args.items():
+            if backend_args.get(key, value) != value:
+                raise ConfigError(f"--model_args: {key} is also given as --backend-arg {key}={backend_args[key]}; give it once")
+            backend_args[key] = value
+        log_samples_note(log_samples)
+        store = run_lmeval(model=choice.model, tasks=_tasks(tasks), out_dir=choice.store, backend=choice.backend,
+                           backend_args=backend_args, task_args=args, seed=seed, fresh=fresh, label=label, console=err)
+        out.print(summary_table(store.dir, title=f"{label or choice.model}: lm-eval (×100, lm-eval's stderr)"))
         out.print(f"results: {store.dir}")

@@ -21,6 +21,13 @@ PLAIN_TEMPLATES: dict[str, str] = {
 }
 
 
+def check_template_name(template: str, *, field: str = "template") -> str:
+    """A template name is checked before any tokenizer or weights load: a typo is one line listing the names."""
+    if template not in ("auto", "chat", *PLAIN_TEMPLATES):
+        raise ConfigError(f"{field}: unknown {template!r}; use auto, chat or one of {', '.join(PLAIN_TEMPLATES)}")
+    return template
+
+
 @dataclass(frozen=True)
 class Rendered:
     text: str
@@ -45,8 +52,7 @@ class PromptRenderer:
             template = "chat" if has_chat else "plain"
         if template == "chat" and not has_chat:
             raise ConfigError("template: this tokenizer has no chat template; use template: plain (or llama2-inst, vicuna)")
-        if template != "chat" and template not in PLAIN_TEMPLATES:
-            raise ConfigError(f"template: unknown {template!r}; use auto, chat or one of {', '.join(PLAIN_TEMPLATES)}")
+        check_template_name(template)
         self.tokenizer = tokenizer
         self.template = template
         self.system = system

@@ -1,0 +1,31 @@
+"""Journey 8 (option values): a device this torch cannot use, or a misspelt dtype or template, is refused with one line
+that lists the valid values, before any weights load and before anything is written. The model named here does not
+exist: the option is refused first, so nothing was loaded (or downloaded) to find out."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _one_line_and_nothing_written(user, r) -> None:
+    assert r.code == 2, r.err[-2000:]
+    assert r.err.strip().count("\n") == 0, r.err
+    assert not (user.cwd / "runs").exists()
+
+
+def test_cuda_on_a_cpu_only_torch(user):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    r = user.run("ctxbench score --model ./no-such-model --device cuda --tasks kv/retrieval --lengths 1024 --samples 1")
+    _one_line_and_nothing_written(user, r)
+    assert "device" in r.err and "CPU-only" in r.err and "use cpu" in r.err
+
+
+def test_misspelt_dtype_and_template(user):
+    r = user.run("ctxbench score --model ./no-such-model --dtype float33 --tasks kv/retrieval --lengths 1024 --samples 1")
+    _one_line_and_nothing_written(user, r)
+    assert "float33" in r.err and "bfloat16" in r.err and "float32" in r.err
+    t = user.run("ctxbench score --model ./no-such-model --template chatt --tasks kv/retrieval --lengths 1024 --samples 1 --backend echo")
+    _one_line_and_nothing_written(user, t)
+    assert "chatt" in t.err and "chat" in t.err and "plain" in t.err and "vicuna" in t.err
