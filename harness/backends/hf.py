@@ -11,12 +11,26 @@ they are this sample's own ("sample") or its batch's divided by the batch size (
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from ctxbench.harness.core.backend import apply_truncation, check_window
 from ctxbench.harness.core.errors import ConfigError, OfflineError
 from ctxbench.harness.core.models import materialize, resolve
 from ctxbench.harness.core.types import LogprobRequest, Prediction, Request, TokenLogprobs
+
+
+def unreadable_weights(path: str | Path) -> Path | None:
+    """The first .safetensors file under `path` whose header cannot be read."""
+    from safetensors import safe_open
+
+    for f in sorted(Path(path).glob("*.safetensors")) if Path(path).is_dir() else []:
+        try:
+            with safe_open(str(f), framework="np"):
+                pass
+        except Exception:  # noqa: BLE001 - any failure to open is what we are looking for
+            return f
+    return None
 
 
 class HFBackend:
@@ -63,6 +77,11 @@ class HFBackend:
             ).to(self.device)
         except OSError as e:
             raise OfflineError(f"model: cannot load {model!r}: {str(e).splitlines()[0]}") from None
+        except Exception as e:  # a torn .safetensors (a training killed in its final save): one line naming the file
+            if type(e).__name__ != "SafetensorError":
+                raise
+            raise ConfigError(f"model: {unreadable_weights(path) or path}: torn or corrupt weights ({str(e).splitlines()[0]}); "
+                              "retrain or re-download the model") from None
         self.model.eval()
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:

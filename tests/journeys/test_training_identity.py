@@ -1,0 +1,49 @@
+"""Journey: the same training config run from two directories, and `data pack` on a trainer's corpus (issue 21
+item 21).
+
+A training's identity is its config and its data's content: the same config on byte-identical packed shards is the
+same run id wherever it is run (an absolute path entered the packing hash before, so a finished training was redone
+elsewhere). `ctxbench data pack` takes the `stdlib:` corpus syntax that trainer configs take.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .conftest import User
+
+PACK = """\
+corpus: {path: "stdlib:json", format: repo}
+method: standard
+seq_len: 128
+budget_tokens: 4000
+tokenizer: smollm2-135m
+out_dir: packed/json
+"""
+
+
+def _checkpoint(out: str) -> str:
+    return next(x for x in out.splitlines() if x.startswith("checkpoint: ")).removeprefix("checkpoint: ").strip()
+
+
+def test_the_same_training_in_two_directories_is_one_run(user: User, tmp_path: Path):
+    command = "ctxbench train cpt --config configs/trainers/cpt-tiny.yaml --max-steps 1"
+    first = user.run(command, timeout=900)
+    assert first.code == 0, first.err[-3000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    second = user.run(command, cwd=elsewhere, timeout=900)
+    assert second.code == 0, second.err[-3000:]
+    shards = sorted(p.name for p in (user.cwd / "packed" / "tiny-standard").glob("shard-*.npy"))
+    assert shards and all((user.cwd / "packed" / "tiny-standard" / s).read_bytes()
+                          == (elsewhere / "packed" / "tiny-standard" / s).read_bytes() for s in shards)
+    assert _checkpoint(first.out) == _checkpoint(second.out)  # runs/train-cpt-tiny-standard-<same id>/model
+
+
+def test_data_pack_takes_the_stdlib_corpus_syntax(user: User):
+    (user.cwd / "pack.yaml").write_text(PACK)
+    r = user.run("ctxbench data pack --config pack.yaml")
+    assert r.code == 0, r.err[-3000:]
+    manifest = json.loads((user.cwd / "packed" / "json" / "manifest.json").read_text())
+    assert manifest["complete"] and manifest["shards"]
