@@ -219,7 +219,8 @@ def ruler_row(s, tok) -> dict:
 
 @app.command("tasks")
 def list_tasks(
-    pattern: Optional[str] = typer.Argument(None, help="glob over task names, e.g. 'ruler/*'"),
+    pattern: Optional[str] = typer.Argument(None, help="glob over task names, e.g. 'ruler/*'; one exact name also "
+                                            "lists its arguments (for --arg KEY=VALUE and a suite's args:)"),
 ):
     """List registered tasks, one line each: category, what it measures, and the data it needs."""
     import fnmatch
@@ -228,9 +229,32 @@ def list_tasks(
 
     rows = [(name, factory()) for name, factory in registry.entries("task").items()
             if not pattern or fnmatch.fnmatch(name, pattern)]
+    if not rows:
+        raise ConfigError(f"tasks: {pattern!r} matches no registered task; run `ctxbench tasks` to list them all")
     width = max((len(n) for n, _ in rows), default=0)
     for name, task in rows:
         out.print(f"{name:<{width}}  ({task.category}) {task.describe()}; data: {task.data_needs()}",
+                  highlight=False, soft_wrap=True, markup=False)
+    if len(rows) == 1 and rows[0][0] == pattern:
+        _print_task_args(rows[0][1])
+
+
+def _print_task_args(task) -> None:
+    """A task's arguments: name, type, value in this task (a preset's own, else the default) and what it does."""
+    import re
+
+    fields = type(task.args).model_fields
+    values = task.args_json()
+    table = [("argument", "type", "value", "what it does")]
+    for name, field in fields.items():
+        kind = field.annotation.__name__ if isinstance(field.annotation, type) else str(field.annotation)
+        value = json.dumps(values.get(name), ensure_ascii=False)
+        value = value if len(value) <= 40 else value[:38] + "…" + value[-1]  # templates: the full text in `generate`
+        table.append((name, re.sub(r"\btyping\.|\bpathlib\.", "", kind), value, field.description or ""))
+    widths = [max(len(row[i]) for row in table) for i in range(3)]
+    out.print(f"\narguments (--arg KEY=VALUE, or a suite's args:), {len(fields)}:", highlight=False)
+    for row in table:
+        out.print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3],
                   highlight=False, soft_wrap=True, markup=False)
 
 
