@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from ctxbench.harness.backends.args import EchoArgs, HFArgs
 from ctxbench.harness.core.backend import parse_backend_args
+from ctxbench.harness.core.extras import require_extra
 from ctxbench.harness.core.registry import register
 
 
 @register("backend", "hf")
 def hf(*, model: str, truncation: str = "refuse", **kwargs):
     args = parse_backend_args(HFArgs, kwargs, backend="hf")
+    require_extra("hf", for_="backend hf")
     from ctxbench.harness.backends.hf import HFBackend
 
     return HFBackend(model=model, truncation=truncation, **args.model_dump())

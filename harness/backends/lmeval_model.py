@@ -35,10 +35,10 @@ from typing import Any
 from ctxbench.harness.backends.args import LMEvalArgs
 from ctxbench.harness.core.backend import apply_truncation, parse_backend_args
 from ctxbench.harness.core.errors import ConfigError, CtxbenchError
+from ctxbench.harness.core.extras import extra_error, require_extra
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Prediction, Request
 
-INSTALL_HINT = "backend lmeval needs the lmeval extra: pip install 'ctxbench[lmeval]'"
 KNOWN_TYPES = ("hf", "vllm", "sglang", "local-completions", "local-chat-completions")
 API_TYPES = {"local-completions", "local-chat-completions", "openai-completions", "openai-chat-completions",
              "anthropic-completions", "anthropic-chat", "anthropic-chat-completions", "litellm", "litellm-chat",
@@ -49,6 +49,7 @@ OWN_KEYS = ("tokenizer", "context_length", "chunk_size", "model_type")
 
 def lmeval(*, model: str, truncation: str = "refuse", **kwargs):
     args = parse_backend_args(LMEvalArgs, kwargs, backend="lmeval")
+    require_extra("lmeval", for_="backend lmeval")
     return LMEvalBackend(model=model, truncation=truncation, **args.model_dump())
 
 
@@ -101,8 +102,8 @@ class LMEvalBackend:
                               "or --backend lmeval --backend-arg model_type=local-completions")
         try:
             from lm_eval.api.registry import get_model
-        except ImportError:
-            raise ConfigError(INSTALL_HINT) from None
+        except ImportError as e:  # installed but broken: name the module that failed
+            raise extra_error("lmeval", for_="backend lmeval", missing=e.name) from None
         from ctxbench.harness.core.models import load_tokenizer, materialize, resolve
 
         self.model_type = model_type
@@ -142,7 +143,7 @@ class LMEvalBackend:
         except TypeError as e:
             raise ConfigError(f"backend_args: lm-eval model {model_type!r} rejected the arguments: {e}") from None
         except ModuleNotFoundError as e:  # lm-eval's API models need its [api] extra
-            raise ConfigError(f"{INSTALL_HINT} ({str(e).splitlines()[0]})") from None
+            raise extra_error("lmeval", for_=f"backend lmeval:{model_type}", missing=e.name) from None
         self.context_length = int(context_length or _lm_max_length(self.lm) or 0)
         if not self.context_length:
             raise ConfigError("backend_args.context_length: the lm-eval model does not state its max length; pass context_length=N")

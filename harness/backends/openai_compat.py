@@ -45,6 +45,7 @@ from ctxbench.harness.backends.args import OpenAIArgs
 from ctxbench.harness.backends.http_transport import LoopThread, Permanent, RetryingHTTP, Transient, shutdown
 from ctxbench.harness.core.backend import apply_truncation, check_window, parse_backend_args
 from ctxbench.harness.core.errors import ConfigError, CtxbenchError, PromptTooLongError
+from ctxbench.harness.core.extras import require_extra
 from ctxbench.harness.core.redact import redact, url_secrets
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import LogprobRequest, Prediction, Request, TokenLogprobs
@@ -60,6 +61,16 @@ def openai_backend(**kwargs):
     return OpenAIBackend(**kwargs)
 
 
+def refuse_two_credentials(base_url: str, api_key_env: str) -> None:
+    """A request has one Authorization header: URL credentials would be sent as Basic auth and the Bearer key dropped."""
+    from urllib.parse import urlsplit
+
+    if api_key_env and (urlsplit(base_url).username or urlsplit(base_url).password):
+        raise ConfigError("backend_args.base_url: it carries user:password@ and backend_args.api_key_env sets a Bearer key, "
+                          "but a request has one Authorization header; drop the credentials from base_url (Bearer) "
+                          "or drop api_key_env (Basic)")
+
+
 @dataclass
 class _Prepared:
     request: Request
@@ -73,10 +84,10 @@ class OpenAIBackend(RetryingHTTP):
 
     def __init__(self, *, model: str, truncation: str = "refuse", **kwargs: Any):
         a = parse_backend_args(OpenAIArgs, kwargs, backend="openai")
-        try:
-            import httpx
-        except ImportError:
-            raise ConfigError("backend openai needs the serve extra: pip install 'ctxbench[serve]'") from None
+        require_extra("serve", for_="backend openai")
+        import httpx
+
+        refuse_two_credentials(a.base_url, a.api_key_env)
         if a.prompt_format == "ids" and a.api == "chat":
             raise ConfigError("backend_args.prompt_format: ids works with api=completions only")
         if not a.base_url.startswith(("http://", "https://")):

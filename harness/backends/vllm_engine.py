@@ -40,15 +40,17 @@ from ctxbench.harness.backends.args import VLLMArgs
 from ctxbench.harness.backends.ordering import prefix_order, split_balanced
 from ctxbench.harness.core.backend import apply_truncation, check_window, parse_backend_args
 from ctxbench.harness.core.errors import ConfigError, OfflineError
+from ctxbench.harness.core.extras import extra_error, require_extra
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import LogprobRequest, Prediction, Request, TokenLogprobs
 
-INSTALL_HINT = "backend vllm needs the vllm extra: pip install 'ctxbench[vllm]' (CUDA GPUs only)"
+VLLM_NOTE = " (CUDA GPUs only)"
 
 
 @register("backend", "vllm")
 def vllm_backend(*, model: str, truncation: str = "refuse", **kwargs):
     args = parse_backend_args(VLLMArgs, kwargs, backend="vllm")
+    require_extra("vllm", for_="backend vllm", note=VLLM_NOTE)
     return VLLMBackend(model=model, truncation=truncation, **args.model_dump())
 
 
@@ -56,8 +58,8 @@ def import_vllm():
     """The vllm module, or a ConfigError that says how to install it."""
     try:
         import vllm
-    except ImportError as e:
-        raise ConfigError(f"{INSTALL_HINT} ({e})") from None
+    except ImportError as e:  # installed but broken: name the module that failed
+        raise extra_error("vllm", for_="backend vllm", missing=e.name, note=VLLM_NOTE) from None
     return vllm
 
 

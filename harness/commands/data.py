@@ -23,9 +23,11 @@ def data_pack(
 ):
     """Pack a corpus into fixed-length sequences (shards + manifest); rerunning resumes an interrupted run.
     One process writes an out_dir at a time."""
+    from ctxbench.harness.core.extras import require_extra
     from ctxbench.harness.core.progress import progress
     from ctxbench.trainers.data.pipeline import load_config, synthesize, with_stdlib_corpus
 
+    require_extra("train", modules=("transformers",), for_="ctxbench data pack")  # the tokenizer
     cfg = load_config(config, out_dir=out_dir, budget_tokens=budget_tokens, seed=seed)
     writable_dir(Path(cfg.out_dir), "--out" if out_dir else "out_dir")
     cfg = with_stdlib_corpus(cfg)

