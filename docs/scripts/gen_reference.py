@@ -319,6 +319,12 @@ def record_page() -> str:
                   f"{cell(notes.get(f.name) or FIELD_MEANING.get(f.name, 'not described yet'))} |"
                   for f in dataclasses.fields(cls)]
         lines.append("")
+    execution = getattr(types, "EXECUTION_ARGS", None)
+    if execution:
+        lines += ["## Execution settings", "", "Backend arguments that change only how fast a run goes, never what it "
+                  "predicts (`EXECUTION_ARGS`): the run id leaves them out, a resume may change them, and each session "
+                  "records its own. Every other backend argument is part of the run's identity.", "",
+                  ", ".join(f"`{a}`" for a in sorted(execution)), ""]
     lines += ["## Sample rows", "", "Each line of a run's `samples*.jsonl` is one JSON object with these keys, in this "
               "order (from `_row` in `harness/runner.py`):", "", "| key | meaning |", "|---|---|"]
     lines += [f"| `{k}` | {cell(ROW_MEANING.get(k, 'not described yet')).replace('`', '')} |" for k in row_keys()]

@@ -1,0 +1,1 @@
+"""An example ctxbench plugin (see plugin.py and the docs' "Extending ctxbench" page)."""
