@@ -6,8 +6,10 @@ Batches never mix lengths (a chunk is one task at one length), and within a chun
 that prompts sharing a prefix (depth grids, shared haystacks) are adjacent for prefix caches.
 
 Tasks driven by another harness (lm-eval) are "external": they produce their own rows through the same store,
-record and resume logic. Over-long lengths are refused before any sample is generated. Every planned sample
-ends with a row: a prediction, or a recorded error that a rerun of the same command retries.
+record and resume logic. Every check of the plan (harness/planning.py) runs before the store opens and before
+the weights load; a finished rerun loads no weights. Every planned sample ends with a row: a prediction, or a
+recorded error that a rerun of the same command retries. Each invocation is a session of the record, with its
+execution settings and, when it ends (finished, failed or interrupted), its end time.
 
 A task declares the backend capability it is scored with (`task.needs`); the run refuses a backend without it
 before any work. Perplexity tasks need "prompt_logprobs": their samples carry token ids, sent as windows to
@@ -22,8 +24,8 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
-import hashlib
 import json
+import os
 import platform
 import sys
 from collections.abc import Iterable, Iterator
@@ -33,56 +35,25 @@ from typing import Any
 
 from rich.console import Console
 
-from ctxbench.harness.core import datasets, registry
-from ctxbench.harness.core.backend import require
-from ctxbench.harness.core.config import Suite, build_task
-from ctxbench.harness.core.context import GenContext
-from ctxbench.harness.core.errors import ConfigError, PromptTooLongError
-from ctxbench.harness.core.fitting import resolve_mode
-from ctxbench.harness.core.io import slug
+from ctxbench.harness.core import datasets
+from ctxbench.harness.core.config import Suite
 from ctxbench.harness.core.metrics import is_empty
-from ctxbench.harness.core.models import tokenizer_fingerprint, weights_fingerprint
 from ctxbench.harness.core.progress import progress
-from ctxbench.harness.core.prompting import PromptRenderer
 from ctxbench.harness.core.provenance import versions
 from ctxbench.harness.core.redact import redact_all, url_secrets
 from ctxbench.harness.core.store import RunStore, error_reason
-from ctxbench.harness.core.types import Prediction, Request, RunRecord, Sample, TokenLogprobs
-
-CHUNK_TOKENS = 1 << 23  # prompt tokens in flight per chunk (~32 MB of text): bounds memory, feeds vLLM large batches
-MAX_CHUNK = 1024
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    suite: Suite
-    model: str
-    backend: str
-    backend_args: dict[str, Any]
-    out_dir: Path
-    data_dir: Path | None = None
-    label: str = ""  # display name on leaderboards (default: the model)
-    shard: tuple[int, int] = (0, 1)  # (i, n): this process scores the i-th of n disjoint parts of the suite
-
-    def run_id(self) -> str:
-        blob = json.dumps({"suite": self.suite.model_dump(mode="json"), "model": self.model, "backend": self.backend,
-                           "args": self.backend_args}, sort_keys=True)
-        return f"{slug(self.label or Path(self.model).name or self.model)}-{slug(self.suite.name)}-" \
-               f"{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
-
-    def in_shard(self, sample_id: str) -> bool:
-        i, n = self.shard
-        return n == 1 or int(hashlib.sha1(sample_id.encode()).hexdigest(), 16) % n == i
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One task at one length: the unit of generation, batching and progress."""
-
-    task: Any
-    length: int
-    planned: int  # samples of the whole run (all shards)
-    indices: tuple[int, ...]  # this shard's
+from ctxbench.harness.core.types import EXECUTION_ARGS, Prediction, Request, RunRecord, Sample, TokenLogprobs
+from ctxbench.harness.plan_size import chunk_size
+from ctxbench.harness.planning import (  # noqa: F401 - Cell, plan_cells, model_fingerprint: re-exported
+    Cell,
+    Prepared,
+    RunPlan,
+    check_lengths,
+    model_fingerprint,
+    open_model,
+    plan_cells,
+    prepare,
+)
 
 
 @dataclass
@@ -108,37 +79,6 @@ class RunInterrupted(Exception):
         self.outcome = outcome
 
 
-def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True) -> tuple[list[Cell], list[Any]]:
-    """The suite's (task, length) cells and its external tasks, without generating any sample."""
-    cells, external = [], []
-    for i, spec in enumerate(suite.tasks):
-        task = build_task(spec, where=f"tasks.{i}")
-        if getattr(task, "external", False):
-            external.append(task)
-            continue
-        n = task.samples_per_length(ctx)
-        n = suite.samples if n is None else n
-        for length in spec.lengths or suite.lengths:
-            if length == 0:
-                raise ConfigError(f"tasks.{i}: {spec.display} needs a length of at least 64 tokens; length 0 is for "
-                                  "short-context (lm-eval) tasks only")
-            cells.append(Cell(task, length, n, tuple(j for j in range(n) if keep(f"{task.name}@{length}#{j}"))))
-    return cells, external
-
-
-def check_lengths(cells: list[Cell], backend: Any, truncation: str) -> None:
-    """Refuse, before any work, lengths the model cannot hold (a sample fills its length, generation included)."""
-    over = sorted({c.length for c in cells if c.length > backend.context_length})
-    if over and truncation == "refuse":
-        raise PromptTooLongError(
-            f"lengths: {', '.join(map(str, over))} exceed the model's context of {backend.context_length} tokens; "
-            "drop them (--lengths) or pass --truncation middle to cut prompts in the middle")
-
-
-def chunk_size(length: int, batch_size: int) -> int:
-    return max(batch_size, min(MAX_CHUNK, CHUNK_TOKENS // max(length, 1)))
-
-
 def chunks(items: Iterable[Sample], size: int) -> Iterator[list[Sample]]:
     buf: list[Sample] = []
     for item in items:
@@ -155,10 +95,8 @@ def request(s: Sample) -> Request:
 
 
 def build_backend(plan: RunPlan, truncation: str) -> Any:
-    for key, flag in (("model", "--model"), ("truncation", "--truncation")):
-        if key in plan.backend_args:
-            raise ConfigError(f"backend_args.{key}: set it with {flag}, not as a backend argument")
-    return registry.get("backend", plan.backend, field="backend")(model=plan.model, truncation=truncation, **plan.backend_args)
+    """The plan's backend with its weights loaded (the plan step's view, built)."""
+    return open_model(plan, truncation).build()
 
 
 MANIFEST = "ctxbench_manifest.json"  # written beside the weights by ctxbench's trainers
@@ -178,68 +116,86 @@ def training_provenance(model: str) -> dict[str, Any]:
     return {k: manifest.get(k) for k in PROVENANCE if k in manifest}
 
 
-def model_fingerprint(backend: Any, model: str) -> str:
-    """The backend's own fingerprint if it has one, else a hash of the local weights, else the model's name."""
-    own = getattr(backend, "fingerprint", None)
-    if callable(own):
-        return str(own())
-    try:
-        return weights_fingerprint(model)
-    except (ConfigError, OSError):
-        return "name:" + model
-
-
 def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, backend: Any = None) -> RunOutcome:
-    """Score the plan's suite into the store; rerunning resumes. `backend` overrides building one (tests, notebooks)."""
-    console = console or Console(stderr=True)
-    suite = plan.suite
-    if backend is None:
-        backend = build_backend(plan, suite.truncation)
-    renderer = PromptRenderer(backend.tokenizer, suite.template)
-    ctx = GenContext(backend.tokenizer, renderer, data_dir=plan.data_dir, verify=resolve_mode(suite.verify, suite.samples))
-    cells, external = plan_cells(suite, ctx, keep=plan.in_shard)
-    check_lengths(cells, backend, suite.truncation)
-    for task in {c.task.name: c.task for c in cells}.values():
-        require(backend, task.needs, why=f"task {task.name}")
-    for task in {id(c.task): c.task for c in cells if c.indices}.values():  # bad data: one line, before any write
-        if hasattr(task, "prepare"):
-            task.prepare(ctx)
+    """Score the plan's suite into the store; rerunning resumes. `backend` overrides building one (tests, notebooks).
 
-    i, n = plan.shard
-    store = RunStore(plan.out_dir, plan.run_id(), part=None if n == 1 else f"shard-{i}-of-{n}")
+    Three steps: prepare (every check, nothing written, no weights), build the backend's weights (unless the run is
+    already complete: then the store alone answers), score."""
+    console = console or Console(stderr=True)
+    ready = prepare(plan, fresh=fresh, backend=backend)
+    if ready.complete:
+        return RunOutcome(ready.store, planned=ready.planned, done=ready.planned)
+    backend = ready.model.build() if backend is None else backend
+    check_lengths(ready.cells, backend, plan.suite.truncation)  # a built backend may state a shorter context
+    store, cells = ready.store, ready.cells
     with store.writer():
         if fresh:
             store.reset()
-            if n == 1:
+            if plan.shard[1] == 1:
                 for path in store.dir.glob("lmeval_results.json"):
                     path.unlink()
-        now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        secrets = [s for v in plan.backend_args.values() if isinstance(v, str) for s in url_secrets(v)]
-        command = redact_all(sys.argv, secrets)  # no URL password or token reaches the record
-        planned: dict[str, dict[str, int]] = {}
-        for c in cells:
-            planned.setdefault(c.task.name, {})[str(c.length)] = c.planned
-        record = RunRecord(
-            run_id=plan.run_id(), created=now, suite=suite.name, suite_config=suite.model_dump(mode="json"), model=plan.model,
-            backend=getattr(backend, "name", plan.backend), backend_args=redact_all({**plan.backend_args, **backend.info()}, secrets),
-            tokenizer=str(getattr(backend.tokenizer, "name_or_path", "")), tokenizer_fingerprint=tokenizer_fingerprint(backend.tokenizer),
-            template=renderer.template, seed=suite.seed, truncation=suite.truncation, versions=versions(), command=command,
-            label=plan.label or plan.model, model_fingerprint=model_fingerprint(backend, plan.model),
-            plan=planned, external=[t.name for t in external], training=training_provenance(plan.model),
-            losses=sorted({c.task.name for c in cells if c.task.needs == "prompt_logprobs"}))
-        store.begin(record, {"started": now, "shard": f"{i}/{n}", "command": command, "versions": record.versions,
-                             "host": platform.node()})
+        record, session = _record(ready, backend)
+        store.begin(record, session)
+        console.print(ready.estimate.line(), highlight=False, style="dim")  # after the refusals: those stay one line
         done = store.done_ids()
-        outcome = RunOutcome(store, planned=sum(len(c.indices) for c in cells))
-        outcome.done = sum(1 for c in cells for j in c.indices if f"{c.task.name}@{c.length}#{j}" in done)
+        outcome = RunOutcome(store, planned=ready.planned)
+        outcome.done = sum(1 for c in cells for j in c.ids() if j in done)
+        ended = "failed"
         try:
-            _score_cells(cells, done, backend, ctx, suite, store, outcome, console, plan.label or plan.model)
-            if i == 0:  # external tasks (lm-eval) run whole, in the first shard only
-                _run_external(external, suite, backend, renderer, store, console)
+            _score_cells(cells, done, backend, ready.ctx, plan.suite, store, outcome, console, plan.label or plan.model)
+            if plan.shard[0] == 0:  # external tasks (lm-eval) run whole, in the first shard only
+                _run_external(ready.external, plan.suite, backend, ready.renderer, store, console)
+            ended = "finished" if not outcome.failed else "failed"
         except KeyboardInterrupt:
+            ended = "interrupted"
             outcome.interrupted = True
             raise RunInterrupted(outcome) from None
+        finally:
+            store.end_session(session, ended=_now(), outcome=ended)
     return outcome
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _record(ready: Prepared, backend: Any) -> tuple[RunRecord, dict[str, Any]]:
+    """The run's record (identity from the plan step) and this invocation's session entry (its execution settings)."""
+    plan, cells, now = ready.plan, ready.cells, _now()
+    secrets = [s for v in plan.backend_args.values() if isinstance(v, str) for s in url_secrets(v)]
+    command = redact_all(sys.argv, secrets)  # no URL password or token reaches the record
+    planned: dict[str, dict[str, int]] = {}
+    for c in cells:
+        planned.setdefault(c.task.name, {})[str(c.length)] = c.planned
+    info = backend.info()
+    ident = ready.identity
+    record = RunRecord(
+        run_id=ready.store.dir.name, created=now, suite=plan.suite.name, suite_config=ident["suite_config"], model=plan.model,
+        backend=ident["backend"], backend_args=redact_all({**plan.backend_args, **info}, secrets),
+        tokenizer=str(getattr(backend.tokenizer, "name_or_path", "")), tokenizer_fingerprint=ident["tokenizer_fingerprint"],
+        template=ident["template"], seed=ident["seed"], truncation=ident["truncation"], versions=versions(), command=command,
+        label=plan.label or plan.model, model_fingerprint=ident["model_fingerprint"],
+        plan=planned, external=[t.name for t in ready.external], training=training_provenance(plan.model),
+        losses=sorted({c.task.name for c in cells if c.task.needs == "prompt_logprobs"}),
+        identity_args=redact_all(ident["identity_args"], secrets))
+    i, n = plan.shard
+    session = {"started": now, "shard": f"{i}/{n}", "command": command, "versions": record.versions,
+               "host": platform.node(), "pid": os.getpid(), "execution": execution(plan, info, secrets)}
+    return record, session
+
+
+def execution(plan: RunPlan, info: dict[str, Any], secrets: list[str]) -> dict[str, Any]:
+    """This session's speed settings: the execution arguments given and the backend's resolved ones; a note where
+    batch composition can change greedy outputs (bf16/fp16 on a GPU in batches, or a batching engine)."""
+    settings = {**{k: v for k, v in info.items() if k in EXECUTION_ARGS or k in ("batching", "dtype")},
+                **plan.execution_args()}
+    batch = int(settings.get("batch_size") or 1)
+    on_gpu = str(info.get("device", "")).startswith("cuda") and str(info.get("dtype", "")) in ("bfloat16", "float16")
+    if (on_gpu and batch > 1) or plan.backend == "vllm":
+        settings["batch_dependent"] = (f"greedy outputs can depend on which prompts share a batch here "
+                                       f"({info.get('dtype', 'reduced precision')} on a GPU, batches of up to {batch}); "
+                                       "a sample scored in another batch or session may differ")
+    return redact_all(settings, secrets)
 
 
 def _score_cells(cells, done, backend, ctx, suite, store, outcome: RunOutcome, console, name: str) -> None:

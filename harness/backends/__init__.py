@@ -18,6 +18,18 @@ def hf(*, model: str, truncation: str = "refuse", **kwargs):
     return HFBackend(model=model, truncation=truncation, **args.model_dump())
 
 
+def hf_plan(*, model: str, truncation: str = "refuse", **kwargs):
+    """The light view the plan step checks against (tokenizer, context from the config); build() loads weights."""
+    args = parse_backend_args(HFArgs, kwargs, backend="hf")
+    require_extra("hf", for_="backend hf")
+    from ctxbench.harness.backends.hf import HFPlan
+
+    return HFPlan(model=model, truncation=truncation, **args.model_dump())
+
+
+hf.plan = hf_plan  # type: ignore[attr-defined]
+
+
 @register("backend", "echo")
 def echo(*, model: str, truncation: str = "refuse", **kwargs):
     args = parse_backend_args(EchoArgs, kwargs, backend="echo")

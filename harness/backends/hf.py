@@ -20,6 +20,47 @@ from ctxbench.harness.core.models import materialize, resolve
 from ctxbench.harness.core.types import LogprobRequest, Prediction, Request, TokenLogprobs
 
 
+def check_dtype(dtype: str) -> None:
+    import torch
+
+    if dtype != "auto" and not isinstance(getattr(torch, dtype, None), torch.dtype):
+        raise ConfigError(f"backend_args.dtype: unknown torch dtype {dtype!r}; use auto, bfloat16, float16 or float32")
+
+
+def context_length(config: Any, max_context: int, rope_context: int | None) -> int:
+    """The context a run checks lengths against: max_context if given, else the config's (times a RoPE factor)."""
+    return int(max_context or rope_context or getattr(config, "max_position_embeddings", 0) or 1 << 30)
+
+
+class HFPlan:
+    """What the plan step needs of an HF model, without its weights: the tokenizer and the context length from
+    config.json (times a RoPE factor), so an over-long length or a finished rerun never waits for the weights.
+    build() loads them."""
+
+    name = "hf"
+    capabilities = frozenset({"generate", "loglikelihood", "prompt_logprobs"})
+
+    def __init__(self, *, model: str, truncation: str = "refuse", **args: Any):
+        from transformers import AutoConfig, AutoTokenizer
+
+        from ctxbench.harness.backends.rope import apply_to_hf_config
+
+        self.args = {"model": model, "truncation": truncation, **args}
+        check_dtype(args.get("dtype", "auto"))
+        path = materialize(resolve(model))
+        try:
+            config = AutoConfig.from_pretrained(path)
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+        except (OSError, ValueError) as e:
+            raise OfflineError(f"model: cannot load {model!r}: {str(e).splitlines()[0]}") from None
+        rope_context = apply_to_hf_config(config, args.get("rope_scaling"))
+        self.context_length = context_length(config, int(args.get("max_context") or 0), rope_context)
+        self.batch_size = int(args.get("batch_size") or 1)
+
+    def build(self) -> HFBackend:
+        return HFBackend(**self.args)
+
+
 def unreadable_weights(path: str | Path) -> Path | None:
     """The first .safetensors file under `path` whose header cannot be read."""
     from safetensors import safe_open
@@ -35,7 +76,7 @@ def unreadable_weights(path: str | Path) -> Path | None:
 
 class HFBackend:
     name = "hf"
-    capabilities = frozenset({"generate", "loglikelihood", "prompt_logprobs"})
+    capabilities = HFPlan.capabilities
 
     def __init__(
         self,
@@ -62,8 +103,7 @@ class HFBackend:
         torch.set_num_threads(self.threads)
         self.ref = resolve(model)
         path = materialize(self.ref)
-        if dtype != "auto" and not isinstance(getattr(torch, dtype, None), torch.dtype):
-            raise ConfigError(f"backend_args.dtype: unknown torch dtype {dtype!r}; use auto, bfloat16, float16 or float32")
+        check_dtype(dtype)
         self.dtype_choice: dict = {}
         try:
             config = AutoConfig.from_pretrained(path)
@@ -86,7 +126,7 @@ class HFBackend:
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.context_length = int(max_context or rope_context or getattr(config, "max_position_embeddings", 0) or 1 << 30)
+        self.context_length = context_length(config, max_context, rope_context)
         self.batch_size = int(batch_size or (16 if self.device.startswith("cuda") else 1))
         self.padded = self.device.startswith("cuda")  # CPU: only equal-length prompts share a batch
         self.score_batch_size = int(batch_size or (16 if self.device.startswith("cuda") else 4))  # log-likelihood inputs

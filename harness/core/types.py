@@ -7,7 +7,18 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: identity_args and kind in the record, execution settings and an end time per session
+
+# Backend arguments that change only how fast a run goes, never what it predicts: the run id and the resume check
+# leave them out, and each session records its own (harness/planning.py). Every other argument is identity.
+# Where batch composition can change greedy outputs (bf16/fp16 on a GPU, batches > 1), the session says so.
+EXECUTION_ARGS = frozenset({
+    "threads", "batch_size", "device", "delay", "attn_implementation",  # hf, echo
+    "concurrency", "max_retries", "backoff", "backoff_max", "rpm", "timeout", "connect_timeout", "api_key_env",  # openai
+    "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_num_seqs",
+    "max_num_batched_tokens", "enforce_eager", "enable_prefix_caching", "enable_chunked_prefill",  # vllm
+    "chunk_size",  # lmeval
+})
 
 
 @dataclass(frozen=True)
@@ -132,7 +143,13 @@ class RunRecord:
     model_fingerprint: str = ""  # hash of the weights (GGUF file, or config + weight files' names, sizes, samples)
     plan: dict[str, dict[str, int]] = field(default_factory=dict)  # task -> {length: planned samples}; the board's denominator
     external: list[str] = field(default_factory=list)  # tasks another harness drives (lm-eval): their size is known only after
-    sessions: list[dict[str, Any]] = field(default_factory=list)  # one entry per invocation that wrote rows (resumes, shards)
+    # one entry per invocation that wrote rows (resumes, shards): started, ended, outcome, command, host, pid, and
+    # `execution`, the settings that change only speed (EXECUTION_ARGS and the backend's resolved device, dtype, ...)
+    sessions: list[dict[str, Any]] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)  # tasks scored by loss (perplexity): rows without a 0..1 score
     # A checkpoint ctxbench trained: its ctxbench_manifest.json's run id, config and data hashes, trainer and base model
     training: dict[str, Any] = field(default_factory=dict)
+    # the backend arguments that can change a prediction (the run id hashes them; a resume must match them);
+    # backend_args above keeps every argument and the backend's own info as of the first session
+    identity_args: dict[str, Any] = field(default_factory=dict)
+    kind: str = "score"  # a scored run (trainings write their own records)

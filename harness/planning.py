@@ -1,0 +1,233 @@
+"""The plan step: every check of a score run, before its store opens and before the model's weights load.
+
+`prepare(plan)` refuses, with one line and nothing written: lengths over the upper bound or a plan larger than the
+memory it would take (both with a memory and time estimate), lengths over the model's context (from its config:
+backends with a light `plan` view never load weights here), a backend without a capability a task needs, bad task
+data, a length too short for a task (its first sample is built), and a resume whose record names other weights,
+another tokenizer or other prediction-changing arguments. It also says whether the run is already complete, so a
+finished rerun prints its table without loading the model.
+
+The run id hashes identity only: the suite, the model, the backend and the backend arguments that can change a
+prediction (types.EXECUTION_ARGS are left out), so a resume may change threads, batch size or device.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ctxbench.harness.core import datasets, registry
+from ctxbench.harness.core.backend import require
+from ctxbench.harness.core.config import Suite, build_task
+from ctxbench.harness.core.context import GenContext
+from ctxbench.harness.core.errors import ConfigError, PromptTooLongError
+from ctxbench.harness.core.fitting import resolve_mode
+from ctxbench.harness.core.io import slug
+from ctxbench.harness.core.models import tokenizer_fingerprint, weights_fingerprint
+from ctxbench.harness.core.prompting import PromptRenderer
+from ctxbench.harness.core.store import RunStore, check_identity
+from ctxbench.harness.core.types import EXECUTION_ARGS
+from ctxbench.harness.plan_size import Estimate, check_size, estimate
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    suite: Suite
+    model: str
+    backend: str
+    backend_args: dict[str, Any]
+    out_dir: Path
+    data_dir: Path | None = None
+    label: str = ""  # display name on leaderboards (default: the model)
+    shard: tuple[int, int] = (0, 1)  # (i, n): this process scores the i-th of n disjoint parts of the suite
+
+    def identity_args(self) -> dict[str, Any]:
+        """The backend arguments that can change a prediction (dtype, RoPE scaling, context, ...)."""
+        return {k: v for k, v in self.backend_args.items() if k not in EXECUTION_ARGS}
+
+    def execution_args(self) -> dict[str, Any]:
+        """The backend arguments that change only speed (threads, batch size, device, ...): recorded per session."""
+        return {k: v for k, v in self.backend_args.items() if k in EXECUTION_ARGS}
+
+    def run_id(self) -> str:
+        """`<label>-<suite>-<hash of identity>`; a run an older ctxbench started (it hashed every argument) is
+        found by its record, so a resume with other execution settings continues it."""
+        blob = json.dumps({"suite": self.suite.model_dump(mode="json"), "model": self.model, "backend": self.backend,
+                           "args": self.identity_args()}, sort_keys=True)
+        prefix = f"{slug(self.label or Path(self.model).name or self.model)}-{slug(self.suite.name)}"
+        new = f"{prefix}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+        return new if (Path(self.out_dir) / new).exists() else (_older_run(self, prefix) or new)
+
+    def in_shard(self, sample_id: str) -> bool:
+        i, n = self.shard
+        return n == 1 or int(hashlib.sha1(sample_id.encode()).hexdigest(), 16) % n == i
+
+
+def _older_run(plan: RunPlan, prefix: str) -> str | None:
+    """A schema-2 run of the same suite, model, backend and identity arguments, if the store holds one."""
+    suite = plan.suite.model_dump(mode="json")
+    for path in sorted(Path(plan.out_dir).glob("*/record.json")):
+        name = path.parent.name
+        if name[: -9] != prefix or not RunStore(plan.out_dir, name).has_rows():
+            continue
+        try:
+            rec = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        old_args = rec.get("backend_args") or {}
+        if (rec.get("schema_version", 0) < 3 and rec.get("model") == plan.model and rec.get("suite_config") == suite
+                and rec.get("backend") in (plan.backend, plan.backend.split(":", 1)[0])
+                and all(old_args.get(k, v) == v for k, v in plan.identity_args().items())):
+            return name
+    return None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One task at one length: the unit of generation, batching and progress."""
+
+    task: Any
+    length: int
+    planned: int  # samples of the whole run (all shards)
+    indices: tuple[int, ...]  # this shard's
+
+    def ids(self) -> list[str]:
+        return [f"{self.task.name}@{self.length}#{j}" for j in self.indices]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checked plan: what to score, the store it goes to (not yet opened), and the model's light view."""
+
+    plan: RunPlan
+    model: Any  # the backend, or a view with the tokenizer and context length whose build() loads the weights
+    renderer: PromptRenderer
+    ctx: GenContext
+    cells: list[Cell]
+    external: list[Any]
+    store: RunStore
+    identity: dict[str, Any]  # the record's identity fields, checked against an existing record
+    estimate: Estimate
+    done: frozenset[str]
+    complete: bool  # every planned sample is stored: nothing to score, nothing to load
+
+    @property
+    def planned(self) -> int:
+        return sum(len(c.indices) for c in self.cells)
+
+
+def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None) -> Prepared:
+    """Every check of the plan, in order of cost; nothing is written (the dataset cache may gain the first sample
+    of a task, which scoring would build first anyway)."""
+    suite = plan.suite
+    check_size(suite, batch_size=int(plan.backend_args.get("batch_size") or 1))
+    model = backend if backend is not None else open_model(plan, suite.truncation)
+    renderer = PromptRenderer(model.tokenizer, suite.template)
+    ctx = GenContext(model.tokenizer, renderer, data_dir=plan.data_dir, verify=resolve_mode(suite.verify, suite.samples))
+    cells, external = plan_cells(suite, ctx, keep=plan.in_shard)
+    check_lengths(cells, model, suite.truncation)
+    size = estimate(((c.length, len(c.indices)) for c in cells), max(1, int(getattr(model, "batch_size", 1) or 1)))
+    size.check_memory()
+    for task in {c.task.name: c.task for c in cells}.values():
+        require(model, task.needs, why=f"task {task.name}")
+    identity = {"model": plan.model, "backend": getattr(model, "name", plan.backend), "identity_args": plan.identity_args(),
+                "tokenizer_fingerprint": tokenizer_fingerprint(model.tokenizer), "template": renderer.template,
+                "model_fingerprint": model_fingerprint(model, plan.model), "seed": suite.seed,
+                "truncation": suite.truncation, "suite_config": suite.model_dump(mode="json")}
+    i, n = plan.shard
+    store = RunStore(plan.out_dir, plan.run_id(), part=None if n == 1 else f"shard-{i}-of-{n}")
+    done: frozenset[str] = frozenset()
+    if not fresh and store.record_path.exists():
+        check_identity(store, identity)
+        done = frozenset(store.done_ids())
+    complete = bool(done) and all(j in done for c in cells for j in c.ids()) and (
+        i != 0 or all(t.is_complete(store.dir) for t in external))
+    if not complete:
+        _check_tasks(cells, ctx, suite.seed)
+    return Prepared(plan, model, renderer, ctx, cells, external, store, identity, size, done, complete)
+
+
+def _check_tasks(cells: list[Cell], ctx: GenContext, seed: int) -> None:
+    """Bad task data, and a length too short for a task: the first sample of each task's shortest cell."""
+    for task in {id(c.task): c.task for c in cells if c.indices}.values():
+        if hasattr(task, "prepare"):
+            task.prepare(ctx)
+    shortest: dict[str, Cell] = {}
+    for c in cells:
+        if c.indices and (c.task.name not in shortest or c.length < shortest[c.task.name].length):
+            shortest[c.task.name] = c
+    for c in shortest.values():
+        next(datasets.iter_samples(c.task, length=c.length, indices=c.indices[:1], seed=seed, ctx=ctx))
+
+
+def open_model(plan: RunPlan, truncation: str) -> Any:
+    """The backend's light view (tokenizer and context, no weights) where it has one, else the backend itself."""
+    for key, flag in (("model", "--model"), ("truncation", "--truncation")):
+        if key in plan.backend_args:
+            raise ConfigError(f"backend_args.{key}: set it with {flag}, not as a backend argument")
+    factory = registry.get("backend", plan.backend, field="backend")
+    light = getattr(factory, "plan", None)
+    if light is not None:
+        return light(model=plan.model, truncation=truncation, **plan.backend_args)
+    return Built(factory(model=plan.model, truncation=truncation, **plan.backend_args))
+
+
+class Built:
+    """A backend that was built to plan with (it has no light view): build() returns it."""
+
+    def __init__(self, backend: Any):
+        self.backend = backend
+
+    def build(self) -> Any:
+        return self.backend
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+
+def model_fingerprint(backend: Any, model: str) -> str:
+    """The backend's own fingerprint if it has one, else a hash of the local weights, else the model's name."""
+    own = getattr(backend, "fingerprint", None)
+    if callable(own):
+        return str(own())
+    try:
+        return weights_fingerprint(model)
+    except (ConfigError, OSError):
+        return "name:" + model
+
+
+def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True) -> tuple[list[Cell], list[Any]]:
+    """The suite's (task, length) cells and its external tasks, without generating any sample."""
+    cells, external = [], []
+    for i, spec in enumerate(suite.tasks):
+        task = build_task(spec, where=f"tasks.{i}")
+        if getattr(task, "external", False):
+            external.append(task)
+            continue
+        n = task.samples_per_length(ctx)
+        n = suite.samples if n is None else n
+        for length in spec.lengths or suite.lengths:
+            if length == 0:
+                raise ConfigError(f"tasks.{i}: {spec.display} needs a length of at least 64 tokens; length 0 is for "
+                                  "short-context (lm-eval) tasks only")
+            cells.append(Cell(task, length, n, tuple(j for j in range(n) if keep(f"{task.name}@{length}#{j}"))))
+    return cells, external
+
+
+def check_lengths(cells: list[Cell], backend: Any, truncation: str) -> None:
+    """Refuse lengths the model cannot hold (a sample fills its length, generation included); with truncation
+    middle, over-long prompts are cut, but a task's generation must still fit the context."""
+    context = backend.context_length
+    over = sorted({c.length for c in cells if c.length > context})
+    if over and truncation == "refuse":
+        raise PromptTooLongError(
+            f"lengths: {', '.join(map(str, over))} exceed the model's context of {context} tokens; "
+            "drop them (--lengths) or pass --truncation middle to cut prompts in the middle")
+    for c in cells:
+        generate = int(getattr(c.task, "max_new_tokens", 0) or 0) if c.task.needs == "generate" else 0
+        if generate >= min(context, c.length):
+            raise PromptTooLongError(f"{c.task.name}: generates up to {generate} tokens, which leaves no room for a "
+                                     f"prompt at length {c.length} (context {context}); use larger lengths")
