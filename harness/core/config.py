@@ -65,6 +65,18 @@ class Suite(BaseModel):
     def _strings_are_tasks(cls, v):
         return [{"task": t} if isinstance(t, str) else t for t in v] if isinstance(v, list) else v
 
+    @field_validator("tasks")
+    @classmethod
+    def _distinct(cls, v):
+        """Rows are keyed by task name, length and index: a second entry under the same name would merge with the
+        first (different args) or be scored twice (same args)."""
+        seen: set[str] = set()
+        for i, spec in enumerate(v):
+            if spec.display in seen:
+                raise ValueError(f"tasks.{i}: {spec.display} listed twice; give it a distinct `name`")
+            seen.add(spec.display)
+        return v
+
     @field_validator("lengths", mode="before")
     @classmethod
     def _range(cls, v):
@@ -117,6 +129,8 @@ def one_line(err: ValidationError, where: str) -> str:
     e = err.errors()[0]
     loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
     msg = e["msg"].removeprefix("Value error, ")
+    if msg.startswith(f"{loc}."):  # the message names the element itself (tasks.1: ...)
+        loc, msg = msg.split(": ", 1)
     if e["type"] == "extra_forbidden":
         msg = "unknown key; remove it or fix its spelling"
     elif e["type"] == "missing":

@@ -5,8 +5,10 @@ A process killed mid-write can leave at most one torn last line; opening the sto
 a rerun resumes without duplicates and without corrupt lines.
 
 One run holds one model, one tokenizer and one writer per part: a lock (with the holder written beside it)
-refuses a second writer, and a record whose model or tokenizer fingerprint differs from the rows already
-stored refuses to resume. The record's identity is written once; each invocation adds a session entry.
+refuses a second writer, and a record whose identity (model and tokenizer fingerprints, prediction-changing
+backend arguments, seed, template, suite) differs from the rows already stored refuses to resume. The record's
+identity is written once; each invocation adds a session entry with its execution settings and, when it ends,
+its end time.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from ctxbench.harness.core.locks import single_writer
 from ctxbench.harness.core.types import SCHEMA_VERSION, RunRecord
 
 # Record fields that identify what produced the rows; a resume must match them (sessions, plan may grow).
-IDENTITY = ("model", "backend", "tokenizer_fingerprint", "model_fingerprint", "seed", "suite_config")
+# Execution settings (threads, batch size, device, ...) are not among them: each session records its own.
+IDENTITY = ("model", "backend", "identity_args", "tokenizer_fingerprint", "model_fingerprint", "seed", "template",
+            "truncation", "suite_config")
 
 
 class RunStore:
@@ -60,22 +64,31 @@ class RunStore:
 
     # -- the record -----------------------------------------------------------------------------
     def begin(self, record: RunRecord, session: dict[str, Any]) -> dict[str, Any]:
-        """Write the record of a new run, or check that an existing one describes the same model and tokenizer;
-        then add this invocation to its sessions. Returns the record as stored."""
+        """Write the record of a new run, or check that an existing one has the same identity; then add this
+        invocation to its sessions. Returns the record as stored."""
         old = self.read_record() if self.record_path.exists() else None
         new = dataclasses.asdict(record)
-        if old is not None and self.has_rows():
-            for key in IDENTITY:
-                if key in old and old[key] != new[key] and old[key] not in ("", None):
-                    raise ConfigError(
-                        f"{self.dir.name}: its rows were scored with a different {key.replace('_', ' ')} "
-                        f"({_short(old[key])} there, {_short(new[key])} now); pass --fresh to start over, "
-                        "or --label NAME to score into a new run")
-            new = {**old, "plan": {**old.get("plan", {}), **new["plan"]}, "schema_version": SCHEMA_VERSION,
+        resumed = old is not None and self.has_rows()
+        if resumed:
+            check_identity(self, new)
+            new = {**old, **{k: new[k] for k in ("identity_args", "kind") if k not in old},
+                   "plan": {**old.get("plan", {}), **new["plan"]}, "schema_version": SCHEMA_VERSION,
                    "external": sorted(set(old.get("external", [])) | set(new["external"]))}
-        new["sessions"] = [*(old or {}).get("sessions", []), session] if old is not None and self.has_rows() else [session]
+        new["sessions"] = [*old.get("sessions", []), session] if resumed else [session]
         atomic_write_json(self.record_path, new)
         return new
+
+    def end_session(self, session: dict[str, Any], **fields: Any) -> None:
+        """Add `fields` (ended, outcome) to this invocation's session entry, found by its start, host and pid."""
+        if not self.record_path.exists():
+            return
+        rec = self.read_record()
+        key = tuple(session.get(k) for k in ("started", "host", "pid"))
+        for entry in reversed(rec.get("sessions", [])):
+            if tuple(entry.get(k) for k in ("started", "host", "pid")) == key:
+                entry.update(fields)
+                atomic_write_json(self.record_path, rec)
+                return
 
     def write_record(self, record: RunRecord) -> None:
         atomic_write_json(self.record_path, dataclasses.asdict(record))
@@ -113,6 +126,31 @@ class RunStore:
 
     def open_for_append(self) -> None:
         cut_torn_tail(self.samples_path)
+
+
+def check_identity(store: RunStore, new: dict[str, Any]) -> None:
+    """Refuse, in one line and without writing, a resume whose identity differs from the rows stored. A key the old
+    record lacks (an older schema) is not compared; a suite config is compared on the keys the old one has."""
+    if not store.record_path.exists() or not store.has_rows():
+        return
+    old = store.read_record()
+    for key in IDENTITY:
+        if key not in old or key not in new or old[key] in ("", None):
+            continue
+        if not (_covers(old[key], new[key]) if key == "suite_config" else old[key] == new[key]):
+            raise ConfigError(
+                f"{store.dir.name}: its rows were scored with a different {key.replace('_', ' ')} "
+                f"({_short(old[key])} there, {_short(new[key])} now); pass --fresh to start over, "
+                "or --label NAME to score into a new run")
+
+
+def _covers(old: Any, new: Any) -> bool:
+    """old == new, except that a mapping in `new` may hold keys `old` lacks (fields added by a later schema)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return all(k in new and _covers(v, new[k]) for k, v in old.items())
+    if isinstance(old, list) and isinstance(new, list):
+        return len(old) == len(new) and all(_covers(a, b) for a, b in zip(old, new))
+    return old == new
 
 
 def error_reason(error: str) -> str:
