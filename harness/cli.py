@@ -109,7 +109,7 @@ def score(
         o = e.outcome
         err.print(f"interrupted at {o.done}/{o.planned}; rerun the same command to resume", highlight=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    out.print(table(outcome.store, title=f"{label or model} on {s.name} (score ×100)"))
+    out.print(table(outcome.store, title=f"{label or model} on {s.name} (score ×100)", width=out.width), soft_wrap=False)
     out.print(f"results: {outcome.store.dir}", highlight=False)
     if outcome.failed:
         reasons = ", ".join(f"{k}: {v}" for k, v in outcome.errors.most_common())

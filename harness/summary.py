@@ -51,20 +51,51 @@ def perplexity_cell(row) -> str:
     return f"{row.ppl:.3f} ! ({row.done}/{row.planned}{failed})"
 
 
-def table(store: RunStore, *, title: str) -> Table:
-    from ctxbench.leaderboard.aggregate import length_averages, task_length_table
-    from ctxbench.leaderboard.frame import format_length
-    from ctxbench.leaderboard.store_frame import store_frames
-    from ctxbench.leaderboard.tables import marks_legend, score_cell
+def table(store: RunStore, *, title: str, width: int | None = None) -> Table:
+    """The run's table; within `width` columns (a terminal's) cells drop their intervals, then the n of complete
+    cells, before any cell would wrap onto a second line; the caption says what was left out and where it is."""
+    from rich.console import Console
 
-    frames = store_frames([store])
-    t = Table(title=title, show_lines=False)
-    ppl = perplexity_frame(store)
+    from ctxbench.leaderboard.store_frame import store_frames
+
+    frames, ppl = store_frames([store]), perplexity_frame(store)
     if frames.scores.empty and ppl.empty:
+        t = Table(title=title, show_lines=False)
         t.add_column("no scored samples")
         for r in frames.cells.itertuples():
             t.add_row(f"{r.task} @ {r.length}: {r.errored} failed, {r.pending} not run of {r.planned}")
         return t
+    probe = Console(width=1 << 14)
+    for detail in ("full", "no intervals", "marks only"):
+        t = _score_table(frames, ppl, title=title, detail=detail)
+        if width is None or probe.measure(t).maximum <= width:
+            break
+    if detail != "full":
+        left_out = "Intervals" if detail == "no intervals" else "Intervals and the n of complete cells"
+        note = f"{left_out} left out to fit {width} columns; widen the terminal, or see `ctxbench board build`."
+        t.caption = f"{t.caption} {note}" if t.caption else note
+    return t
+
+
+def _cell(row, detail: str) -> str:
+    """A score cell at one level of detail: full (mean [interval] n=), no intervals (mean n=), marks only (the mean,
+    with n= and marks only where samples are missing or failed)."""
+    from ctxbench.leaderboard.tables import score_cell
+
+    if detail == "full":
+        return score_cell(row)
+    row = {**(row.to_dict() if hasattr(row, "to_dict") else row._asdict()), "lo": math.nan, "hi": math.nan}
+    complete = not int(row.get("pending", 0) or 0) and not int(row.get("errored", 0) or 0)
+    text = score_cell(row)
+    return text.split(" n=")[0] if detail == "marks only" and complete else text
+
+
+def _score_table(frames, ppl: pd.DataFrame, *, title: str, detail: str) -> Table:
+    from ctxbench.leaderboard.aggregate import length_averages, task_length_table
+    from ctxbench.leaderboard.frame import format_length
+    from ctxbench.leaderboard.tables import marks_legend
+
+    t = Table(title=title, show_lines=False)
     scored = not frames.scores.empty
     tasks = task_length_table(frames.scores, frames.cells) if scored else pd.DataFrame(columns=["task", "length"])
     long = frames.scores["length"] != 0  # short-context (lm-eval) tasks have no length axis to average over
@@ -77,7 +108,7 @@ def table(store: RunStore, *, title: str) -> Table:
     t.add_column("empty", justify="right")
     cells = tasks.set_index(["task", "length"])
     for task in sorted(tasks["task"].unique()):
-        row = [score_cell(cells.loc[(task, L)]) if (task, L) in cells.index else "—" for L in lengths]
+        row = [_cell(cells.loc[(task, L)], detail) if (task, L) in cells.index else "—" for L in lengths]
         t.add_row(task, *row, str(int(empties.get(task, 0))))
     if not avgs.empty:
         t.add_section()
@@ -85,7 +116,7 @@ def table(store: RunStore, *, title: str) -> Table:
         first = avgs[avgs["mean"].notna()]
         task_set = first["task_set"].iat[0] if len(first) else "withheld"
         label = "average" if task_set == "all" else f"average ({task_set})"
-        t.add_row(label, *[score_cell(by_length.loc[L]) if L in by_length.index else "—" for L in lengths],
+        t.add_row(label, *[_cell(by_length.loc[L], detail) if L in by_length.index else "—" for L in lengths],
                   str(int(frames.scores["empty"].sum())), style="bold")
     legend = marks_legend([tasks, avgs]) if scored else []
     if legend:
