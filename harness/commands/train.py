@@ -50,7 +50,31 @@ def train(
         out.print(losses)
     out.print(f"checkpoint: {result.checkpoint}")
     out.print(f"losses: {result.run_dir / 'losses.jsonl'}")
-    out.print(f"score it: ctxbench score --model {result.checkpoint}")
+    out.print(f"score it: {score_command(Path(result.checkpoint), getattr(cfg, 'label', None))}",
+              soft_wrap=True, highlight=False, markup=False)
+
+
+HINT_SUITE = "ruler-quick"
+# RULER tasks that need no data files and fit a short context: the hint runs as printed on a fresh machine
+SHORT_TASKS = "ruler/niah_single_1,ruler/niah_multikey_2,ruler/niah_multikey_3"
+
+
+def score_command(checkpoint: Path, label: str | None) -> str:
+    """A score command that fits the checkpoint: the quick suite if its context holds the suite's lengths, else
+    the short needle tasks at the checkpoint's own context (cpt-tiny: 512 tokens)."""
+    import json
+    import shlex
+
+    from ctxbench.harness.core.config import load_suite
+
+    command = f"ctxbench score --model {shlex.quote(str(checkpoint))} --suite {HINT_SUITE}"
+    try:
+        context = int(json.loads((checkpoint / "config.json").read_text()).get("max_position_embeddings") or 0)
+    except (OSError, ValueError):
+        context = 0
+    if context and context < max(load_suite(HINT_SUITE).lengths):
+        command += f" --tasks {SHORT_TASKS} --lengths {context}"
+    return command + (f" --label {shlex.quote(label)}" if label else "")
 
 
 def register(app: typer.Typer) -> None:
