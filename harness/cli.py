@@ -75,7 +75,7 @@ def score(
                                              "the model (then --model hf|vllm is the backend), the rest backend args"),
     output_path: Optional[Path] = typer.Option(None, "--output_path", "--output-path", help="lm-eval's spelling of --store"),
     num_fewshot: Optional[int] = typer.Option(None, "--num_fewshot", "--num-fewshot", help="few-shot examples, for the "
-                                              "tasks that take them (lmeval/*); long-context tasks are zero-shot"),
+                                              "tasks with a num_fewshot argument (ruler/cwe, lmeval/*)"),
     gen_kwargs: Optional[str] = typer.Option(None, "--gen_kwargs", "--gen-kwargs", help="lm-eval's K=V,K=V: greedy "
                                              "settings only (temperature=0, do_sample=false): ctxbench decodes greedily"),
     log_samples: bool = typer.Option(False, "--log_samples", "--log-samples", help="accepted for lm-eval users; ctxbench "
@@ -130,8 +130,8 @@ def _suite(name: Optional[str], tasks: Optional[str], num_fewshot: Optional[int]
         raise ConfigError("--num_fewshot: must be 0 or more")
     takes = [i for i, spec in enumerate(s.tasks) if "num_fewshot" in type(build_task(spec).args).model_fields]
     if not takes:
-        raise ConfigError("--num_fewshot: none of this run's tasks takes few-shot examples (RULER and the other long-context "
-                          "tasks are zero-shot; icl/* set their demonstrations with the task arg shots); drop it")
+        raise ConfigError("--num_fewshot: none of this run's tasks takes few-shot examples (those with a num_fewshot argument "
+                          "do, e.g. ruler/cwe and lmeval/*; icl/* take shots); drop it")
     specs = [t.model_copy(update={"args": {**t.args, "num_fewshot": num_fewshot}}) if i in takes else t for i, t in enumerate(s.tasks)]
     return s.model_copy(update={"tasks": specs})
 
@@ -296,15 +296,15 @@ def _warn_one_line(message, category, filename, lineno, file=None, line=None) ->
     err.print(f"warning: {' '.join(str(message).split())}", highlight=False, soft_wrap=True, markup=False)
 
 
-def _interrupted(e: BaseException, *, say: bool = True) -> None:
+def _interrupted(e: BaseException | None, *, say: bool = True) -> None:
     """Ctrl-C or SIGTERM (harness/core/signals.py), however it reached here: one line, exit 130 or 143."""
-    from ctxbench.harness.core.signals import exit_code, interruption
+    from ctxbench.harness.core.signals import exit_code
 
     if say:
-        cause = interruption(e)
         outcome = getattr(e, "outcome", None)  # the runner's RunInterrupted, raised inside a study
-        detail = f" at {outcome.done}/{outcome.planned}" if outcome is not None else f" {cause}" if str(cause or "") else ""
-        err.print(f"interrupted{detail}; rerun the same command to resume", highlight=False, soft_wrap=True, markup=False)
+        where = f"at {outcome.done}/{outcome.planned}" if outcome is not None else getattr(e, "where", "")
+        err.print(f"interrupted{' ' + where if where else ''}; rerun the same command to resume", highlight=False,
+                  soft_wrap=True, markup=False)
     sys.exit(exit_code(e))
 
 
@@ -333,12 +333,11 @@ def main() -> None:
         raise
     except Exception as e:  # usage errors from typer's (vendored) click
         names = {c.__name__ for c in type(e).__mro__}
-        if "RunInterrupted" in names:
+        if isinstance(e, signals.Interrupted):
             _interrupted(e)
         if type(e).__name__ == "Exit" or "Exit" in names and hasattr(e, "exit_code"):
-            if e.exit_code == EXIT_INTERRUPTED and signals.interruption(e) is not None:
-                # typer turns Ctrl-C into Exit(130) from it, unsaid; a command that said where it stopped raised Exit itself
-                _interrupted(e, say=isinstance(e.__cause__, KeyboardInterrupt))
+            if e.exit_code == EXIT_INTERRUPTED:  # typer turns Ctrl-C into Exit(130), unsaid
+                _interrupted(e, say=not signals.announced())
             sys.exit(e.exit_code)
         if "Abort" in names:
             _interrupted(e)
@@ -348,8 +347,10 @@ def main() -> None:
                 err.print(text, highlight=False, soft_wrap=True, markup=False)
             sys.exit(code)
         raise
+    if code == EXIT_INTERRUPTED:  # typer returns Ctrl-C in a command as 130, unsaid unless the command said it
+        _interrupted(None, say=not signals.announced())
     if isinstance(code, int) and code:
-        sys.exit(signals.EXIT_SIGTERM if code == EXIT_INTERRUPTED and signals.terminated() else code)
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -57,13 +57,14 @@ def test_model_args_map_to_model_and_backend_args(user):
 
 def test_lmeval_spellings_that_do_not_apply_are_one_line(user):
     fewshot = user.run("ctxbench score --tasks kv/retrieval --backend echo --num_fewshot 5")
-    assert fewshot.code == 2 and fewshot.err.startswith("error: --num_fewshot") and "zero-shot" in fewshot.err
+    assert fewshot.code == 2 and fewshot.err.startswith("error: --num_fewshot") and "ruler/cwe" in fewshot.err
     sampling = user.run("ctxbench score --tasks kv/retrieval --backend echo --gen_kwargs temperature=0.7,top_p=0.9")
     assert sampling.code == 2 and "decodes greedily" in sampling.err and sampling.err.strip().count("\n") == 0
     assert not (user.cwd / "runs").exists()
-    greedy = user.run("ctxbench score --tasks kv/retrieval --lengths 1024 --samples 1 --backend echo "
-                      "--gen_kwargs temperature=0,do_sample=false")
-    assert greedy.code == 0, greedy.err[-2000:]
+    applies = user.run("ctxbench score --tasks ruler/cwe --lengths 1024 --samples 1 --backend echo "
+                       "--gen_kwargs temperature=0,do_sample=false --num_fewshot 0")
+    assert applies.code == 0, applies.err[-2000:]
+    assert record(user.cwd / "runs")["suite_config"]["tasks"][0]["args"] == {"num_fewshot": 0}
 
 
 def test_lmeval_command_takes_lmeval_spellings(user):
