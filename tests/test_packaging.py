@@ -192,3 +192,15 @@ def test_plugin_task_and_backend_score_through_the_cli(venv):
     (samples,) = (venv["work"] / "plugin-runs").glob("*/samples.jsonl")
     rows = [json.loads(x) for x in samples.read_text().splitlines()]
     assert len(rows) == 3 and all(r["score"] == 1.0 for r in rows)
+
+
+def test_shipped_configs_resolve_by_path_and_name_from_the_wheel(venv):
+    """Issue 21 item 10: the README's config paths, typed outside the checkout, find the wheel's configs."""
+    r = _run(venv, "study", "configs/studies/cpu-stdlib.yaml", "--check")
+    assert r.returncode == 0 and "valid; 3 methods" in r.stdout, r.stderr[-2000:]
+    r = _run(venv, "study", "cpu-trainers", "--check")  # its methods name configs/data/*.yaml
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = _run(venv, "train", "cpt", "--config", "configs/trainers/cpt-tiny.yaml", "--max-steps", "0")
+    assert r.returncode == 2 and "cpt-tiny.yaml: max_steps" in r.stderr, r.stderr[-2000:]  # found and read
+    r = _run(venv, "board", "import", "configs/reported/hqa-table1.csv", "--store", "reported-runs")
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -64,8 +64,10 @@ def board_import(
     runs_dir: Path = typer.Option(Path("runs"), "--store", help="results store directory"),
 ):
     """Add published results (marked 'reported') so they sit in the same table as measured runs."""
+    from ctxbench.harness.core.config import resolve_config
     from ctxbench.leaderboard.store_frame import import_reported
 
+    csv = resolve_config(csv, kind="reported", field="board import")  # configs/reported/hqa-table1.csv from anywhere
     writable_dir(runs_dir, "--store")
     n = import_reported(runs_dir, csv)
     out.print(f"imported {n} reported rows from {csv}")

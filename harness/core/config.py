@@ -161,7 +161,7 @@ def read_yaml_mapping(path: Path, *, field: str, expect: str) -> dict[str, Any]:
 
 
 CONFIG_SUFFIXES = {"suites": (".yaml", ".yml"), "trainers": (".yaml", ".yml"), "data": (".yaml", ".yml"),
-                   "studies": (".yaml", ".yml"), "deepspeed": (".json",)}
+                   "studies": (".yaml", ".yml"), "deepspeed": (".json",), "reported": (".csv",)}
 
 
 def resolve_config(name_or_path: str | Path, *, kind: str, field: str) -> Path:

@@ -67,3 +67,11 @@ def test_configs_a_config_names_resolve_from_anywhere(tmp_path, monkeypatch):
     assert config_path("hqa-tiny") == config_path("configs/data/hqa-tiny.yaml") == CONFIG_ROOT / "data/hqa-tiny.yaml"
     assert len(data_identity("configs/data/hqa-tiny.yaml", {})) == 16
     assert not list(Path(tmp_path).iterdir())
+
+
+def test_a_shipped_paper_table_imports_by_its_documented_path(user):
+    r = user.run("ctxbench board import configs/reported/hqa-table1.csv --store runs")
+    assert r.code == 0 and "imported 48 reported rows" in r.out, r.err
+    r = user.run("ctxbench board import logo-table1 --store runs")
+    assert r.code == 0, r.err
+    assert len(list((user.cwd / "runs").rglob("*.csv"))) == 2
