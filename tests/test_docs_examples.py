@@ -130,3 +130,33 @@ def test_plugin_task_argument_is_checked(tmp_path: Path, plugin_site: Path) -> N
     assert done.returncode == 2, done.stderr
     assert "copies" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()
+
+
+def yaml_blocks() -> list[tuple[str, str]]:
+    blocks = []
+    for page in sorted(DOCS.glob("*.md")):
+        blocks += [(page.name, m.group(1)) for m in re.finditer(r"^```yaml\n(.*?)^```", page.read_text(), re.M | re.S)]
+    return blocks
+
+
+def test_yaml_examples_are_valid_configs(tmp_path: Path) -> None:
+    """Every suite and study shown in the docs loads through the models that validate real config files."""
+    import yaml
+
+    from ctxbench.harness.core.config import load_suite
+    from ctxbench.harness.studies.config import StudyConfig
+
+    checked = 0
+    for i, (page, text) in enumerate(yaml_blocks()):
+        data = yaml.safe_load(text)
+        if not isinstance(data, dict) or "example/" in text:  # plugin suites run in test_runnable_examples
+            continue
+        if "methods" in data:
+            StudyConfig(**data)
+        elif "tasks" in data:
+            (tmp_path / f"{i}.yaml").write_text(text)
+            load_suite(str(tmp_path / f"{i}.yaml"))
+        else:
+            continue
+        checked += 1
+    assert checked >= 2
