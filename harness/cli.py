@@ -173,7 +173,7 @@ def generate(
     out_file: Path = typer.Option(..., "--out", help="output .jsonl"),
     seed: int = typer.Option(42),
     arg: list[str] = typer.Option([], "--arg", help="task argument KEY=VALUE (repeatable)"),
-    template: str = typer.Option("auto"),
+    template: str = typer.Option("auto", help="auto, chat, or a plain template for base models (plain, llama2-inst, vicuna)"),
     data_dir: Optional[Path] = typer.Option(None, help="local data dir; env CTXBENCH_DATA_DIR"),
     verify: str = typer.Option("auto", help="fast: trust exact piece counts where the tokenizer is additive (checked once); full: tokenize every prompt; auto: fast from 32 samples"),
     fmt: str = typer.Option("ctxbench", "--format", help="ctxbench (every field) or ruler (RULER's index/input/outputs/length)"),
@@ -193,6 +193,7 @@ def generate(
         raise ConfigError("--verify: use auto, fast or full")
     if fmt not in ("ctxbench", "ruler"):
         raise ConfigError("--format: use ctxbench or ruler")
+    check_template_name(template, field="--template")
     if out_file.is_dir():
         raise ConfigError(f"--out: {out_file} is a directory; give a .jsonl file path")
     writable_dir(out_file.parent, "--out")
