@@ -41,6 +41,7 @@ from ctxbench.harness.core.metrics import is_empty
 from ctxbench.harness.core.progress import progress
 from ctxbench.harness.core.provenance import versions
 from ctxbench.harness.core.redact import redact_all, url_secrets
+from ctxbench.harness.core.signals import Interrupted
 from ctxbench.harness.core.store import RunStore, error_reason
 from ctxbench.harness.core.types import EXECUTION_ARGS, Prediction, Request, RunRecord, Sample, TokenLogprobs
 from ctxbench.harness.plan_size import chunk_size
@@ -71,8 +72,8 @@ class RunOutcome:
         return sum(self.errors.values())
 
 
-class RunInterrupted(Exception):
-    """Ctrl-C during a run; carries where it stopped."""
+class RunInterrupted(Interrupted):
+    """Ctrl-C or SIGTERM during a run; carries where it stopped."""
 
     def __init__(self, outcome: RunOutcome):
         super().__init__(f"interrupted at {outcome.done}/{outcome.planned}")

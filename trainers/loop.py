@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import slug
 from ctxbench.harness.core.locks import holder_path, single_writer
+from ctxbench.harness.core.signals import Interrupted
 from ctxbench.trainers.base import (
     MANIFEST_NAME,
     RUN_MARK,
@@ -281,11 +282,11 @@ class HFTrainer:
         start = time.perf_counter()
         try:
             hf.train(resume_from_checkpoint=last)
-        except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (harness/core/signals.py): stop the bar, say what is kept
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (harness/core/signals.py): stop the bar, say what is kept
             shown[-1].close()
             kept = last_checkpoint(out)
-            raise type(e)(f"at step {hf.state.global_step}/{hf.state.max_steps} of training {self.run_id} "
-                          f"({Path(kept).name + ' kept' if kept else 'no checkpoint yet'})") from None
+            raise Interrupted(f"at step {hf.state.global_step}/{hf.state.max_steps} of training {self.run_id} "
+                              f"({Path(kept).name + ' kept' if kept else 'no checkpoint yet'})") from None
         if data.eval is not None and hf.state.global_step % args.eval_steps:
             hf.evaluate()  # the final validation loss, at the last step
         staging = out / FINAL_STAGING  # every rank saves (ZeRO-3 gathers); rank 0 publishes

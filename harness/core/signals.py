@@ -20,7 +20,6 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread where the signal arrived."""
 
     exit_code = EXIT_SIGTERM
-    signal_name = "SIGTERM"
 
 
 _received: list[int] = []  # signals that arrived (a command may turn the exception into its own exit code)
@@ -32,33 +31,36 @@ def _raise_terminated(signum, frame) -> None:
     raise Terminated()
 
 
+_announced: list[str] = []  # interruptions that a command reports itself (Interrupted), so main() says nothing more
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM stopped a long command; `where` says where ("at step 12/40 ..."). Raised in place of the
+    KeyboardInterrupt, which typer would turn into a silent exit 130; main() prints it as one line."""
+
+    def __init__(self, where: str = ""):
+        super().__init__(where)
+        self.where = where
+        self.exit_code = EXIT_SIGTERM if terminated() else EXIT_SIGINT
+        _announced.append(where)
+
+
+def announced() -> bool:
+    """Whether this process raised an Interrupted (whose command or main() prints its line)."""
+    return bool(_announced)
+
+
 def install() -> None:
     """Raise Terminated on SIGTERM (main thread only: Python delivers signals there)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_terminated)
 
 
-def interruption(exc: BaseException | None) -> KeyboardInterrupt | None:
-    """The KeyboardInterrupt (or Terminated) behind `exc`, following causes: click and typer re-raise Ctrl-C as
-    Abort or Exit(130) from the original."""
-    seen = 0
-    while exc is not None and seen < 8:
-        if isinstance(exc, KeyboardInterrupt):
-            return exc
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return None
-
-
-def exit_code(exc: BaseException | None) -> int:
+def exit_code(exc: BaseException | None = None) -> int:
     """143 after SIGTERM, 130 after SIGINT (or any other interruption)."""
-    return EXIT_SIGTERM if terminated() else getattr(interruption(exc), "exit_code", EXIT_SIGINT)
+    return EXIT_SIGTERM if terminated() or isinstance(exc, Terminated) else EXIT_SIGINT
 
 
 def terminated() -> bool:
     """Whether SIGTERM arrived in this process (a command that caught the interruption exits 130; main makes it 143)."""
     return signal.SIGTERM in _received
-
-
-def signal_name(exc: BaseException | None) -> str:
-    return getattr(interruption(exc), "signal_name", "SIGINT")

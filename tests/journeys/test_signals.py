@@ -8,6 +8,7 @@ carries on from where it stopped.
 
 from __future__ import annotations
 
+import re
 import signal
 from pathlib import Path
 
@@ -21,6 +22,11 @@ SCORE = ("ctxbench score --backend echo --backend-arg delay=1 --suite ruler-quic
          "--lengths 1024 --samples 30")
 
 
+def _said(r) -> str:
+    """The last line on stderr as the user reads it (terminal escapes, e.g. the cursor's, removed)."""
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", r.last_err_line)
+
+
 def _run_dir(user: User) -> Path | None:
     found = sorted((user.cwd / "runs").glob("*/samples.jsonl"))
     return found[0].parent if found else None
@@ -32,7 +38,7 @@ def test_a_stopped_score_says_so_restores_the_cursor_and_resumes(user: User, dat
     wait_for(lambda: (d := _run_dir(user)) is not None and len(rows(d)) >= 2)
     r = stop(proc, sig)
     assert r.code == code, r.err[-2000:]
-    assert r.last_err_line.startswith("interrupted at ") and "rerun the same command to resume" in r.last_err_line
+    assert _said(r).startswith("interrupted at ") and "rerun the same command to resume" in _said(r)
     assert "Traceback" not in r.err
     if HIDE in r.err:
         assert SHOW in r.err.rsplit(HIDE, 1)[1], "the cursor stays hidden"
@@ -43,21 +49,35 @@ def test_a_stopped_score_says_so_restores_the_cursor_and_resumes(user: User, dat
     assert len(rows(_run_dir(user))) == 30 and done >= 2
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_stopped_training_says_so_keeps_its_checkpoint_and_resumes(user: User, sig, code):
-    command = "ctxbench train cpt --config configs/trainers/cpt-tiny.yaml --store runs"
-    proc = user.start(command, env=TERMINAL)
-    losses = lambda: [p for p in (user.cwd / "runs").glob("train-*/losses.jsonl")]  # noqa: E731
-    wait_for(lambda: any(len(p.read_text().splitlines()) >= 22 for p in losses()), timeout=900)  # past checkpoint-20
+TRAIN = "ctxbench train cpt --config configs/trainers/cpt-tiny.yaml --store runs"
+
+
+def _losses(user: User) -> int:
+    return sum(len(p.read_text().splitlines()) for p in (user.cwd / "runs").glob("train-*/losses.jsonl"))
+
+
+def _stopped_training(user: User, sig: int, code: int, after_losses: int):
+    proc = user.start(TRAIN, env=TERMINAL)
+    wait_for(lambda: _losses(user) >= after_losses, timeout=900)
     r = stop(proc, sig)
     assert r.code == code, r.err[-2000:]
     assert "Traceback" not in r.err
-    line = r.last_err_line
-    assert line.startswith("interrupted at step ") and "checkpoint-20 kept" in line and "rerun the same command" in line
+    assert _said(r).startswith("interrupted at step ") and "rerun the same command to resume" in _said(r)
     if HIDE in r.err:
         assert SHOW in r.err.rsplit(HIDE, 1)[1], "the cursor stays hidden"
-    model = next((user.cwd / "runs").glob("train-*/model"))
-    assert not (model / "config.json").exists()  # no finished-looking model
-    again = user.run(command, timeout=900)
+    assert not (next((user.cwd / "runs").glob("train-*/model")) / "config.json").exists()  # no finished-looking model
+    return r
+
+
+def test_sigterm_stops_a_training_with_one_line(user: User):
+    _stopped_training(user, signal.SIGTERM, 143, after_losses=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stopped_training_keeps_its_checkpoint_and_resumes(user: User, sig, code):
+    r = _stopped_training(user, sig, code, after_losses=23)  # past checkpoint-20 (a train row per step, eval every 10)
+    assert "checkpoint-20 kept" in _said(r)
+    again = user.run(TRAIN, timeout=900)
     assert again.code == 0, again.err[-2000:]
     assert "resumed from step 20" in again.out

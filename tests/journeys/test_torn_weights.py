@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.trainers.loop import publish_model
-
 from .conftest import User
 
 
@@ -39,6 +37,8 @@ def _staged(tmp_path: Path) -> Path:
 
 def test_publishing_moves_config_and_manifest_last(tmp_path: Path, monkeypatch):
     import os
+
+    from ctxbench.trainers.loop import publish_model
 
     staging = _staged(tmp_path)
     out = staging.parent

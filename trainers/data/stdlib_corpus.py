@@ -33,7 +33,9 @@ def resolve_corpus(corpus: dict[str, Any], root: Path) -> dict[str, Any]:
         with atomic_dir(dest) as tmp:
             _copy_stdlib(src, wanted, tmp, path)
         (dest / ".complete").write_text(str(src))
-    return {**corpus, "path": str(dest.resolve()), "format": corpus.get("format", "repo")}
+    # as given (relative to the working directory when root is): an absolute path would enter the packing's config
+    # hash, and the same packing copied or run in another directory would no longer be the same
+    return {**corpus, "path": str(dest), "format": corpus.get("format", "repo")}
 
 
 def _copy_stdlib(src: Path, wanted: list[str], tmp: Path, path: str) -> None:
