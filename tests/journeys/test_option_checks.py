@@ -29,3 +29,16 @@ def test_misspelt_dtype_and_template(user):
     t = user.run("ctxbench score --model ./no-such-model --template chatt --tasks kv/retrieval --lengths 1024 --samples 1 --backend echo")
     _one_line_and_nothing_written(user, t)
     assert "chatt" in t.err and "chat" in t.err and "plain" in t.err and "vicuna" in t.err
+
+
+def test_a_cuda_index_beyond_the_machines_gpus(monkeypatch):
+    """The same check on a GPU machine (faked here: one GPU): cuda:0 passes, cuda:1 is one line."""
+    torch = pytest.importorskip("torch")
+    from ctxbench.harness.backends.args import check_backend_args
+    from ctxbench.harness.core.errors import ConfigError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    check_backend_args("hf", {"device": "cuda:0"})
+    with pytest.raises(ConfigError, match=r"backend_args.device: cuda:1: this machine has 1 CUDA device\(s\), cuda:0 to cuda:0"):
+        check_backend_args("hf", {"device": "cuda:1"})
