@@ -26,6 +26,7 @@ __all__ = [
     "common_tasks",
     "depth_length_matrix",
     "effective_length",
+    "headline_withheld",
     "length_averages",
     "paired_comparison",
     "position_curve",
@@ -86,14 +87,25 @@ def task_length_table(
 
 
 def common_tasks(table: pd.DataFrame) -> dict[str, tuple[set[str], set[str]]]:
-    """Per measured model: (tasks with a score at every length where it has any score, all its tasks).
+    """Per model with per-task rows (measured, or reported per task): (tasks with a score at every length where it
+    has any score, all its tasks). A reported table's `avg` rows are the paper's own average and not a task.
 
     A length with no score at all (a run stopped before it) does not empty the set: it is shown as not run."""
     out = {}
-    for model, rows in table[table["source"] == "measured"].groupby("model"):
-        scored = rows[rows["n"] > 0]
+    for model, rows in table[(table["source"] == "measured") | (table["task"] != AVG_TASK)].groupby("model"):
+        scored = rows[rows["mean"].notna()]
         per_length = [set(scored.loc[scored["length"] == L, "task"]) for L in sorted(scored["length"].unique())]
         out[model] = (set.intersection(*per_length) if per_length else set(), set(rows["task"]))
+    return out
+
+
+def headline_withheld(table: pd.DataFrame) -> dict[str, str]:
+    """Per measured model, why its headline numbers (Effective, Avg, wAvg) are withheld, "" when they are not:
+    every planned cell of the model must be complete, or a run in progress or with failed samples would put a
+    number on the board that its missing samples could still change."""
+    out = {}
+    for model, rows in table[table["source"] == "measured"].groupby("model"):
+        out[model] = "incomplete" if rows["pending"].sum() else "failed samples" if rows["errored"].sum() else ""
     return out
 
 
@@ -109,24 +121,31 @@ def length_averages(
     """
     df = normalise(df)
     table = task_length_table(df, cells, n_boot=n_boot, seed=seed, ci=ci)
-    common = common_tasks(table)
+    common, withheld = common_tasks(table), headline_withheld(table)
     rows = []
     for (model, length), group in table.groupby(["model", "length"], sort=True):
         scores = df[(df["model"] == model) & (df["length"] == length)]
         source = group["source"].iat[0]
         claimed = scores["claimed_length"].max() if len(scores) else NAN
         runs = ",".join(sorted(set(scores["run_id"]) - {""}))
-        base = dict(model=model, length=length, source=source, claimed_length=claimed, run_ids=runs)
-        if source == "reported":
-            avg = scores[scores["task"] == AVG_TASK]
-            use = avg if len(avg) else scores
-            mean = float(avg["score"].mean()) if len(avg) else float(use.groupby("task")["score"].mean().mean())
-            rows.append({**base, "mean": mean, "lo": NAN, "hi": NAN, "method": "reported", "n_tasks": 0, "n_tasks_all": 0,
-                         "n": 0, "planned": 0, "errored": 0, "pending": 0, "status": "reported", "task_set": "reported",
-                         "task_set_key": "reported", "note": ""})
+        base = dict(model=model, length=length, source=source, claimed_length=claimed, run_ids=runs,
+                    headline=withheld.get(model, ""))
+        avg = scores[scores["task"] == AVG_TASK]
+        if source == "reported" and (len(avg) or model not in common):
+            rows.append({**base, "mean": float(avg["score"].mean()) if len(avg) else NAN, "lo": NAN, "hi": NAN,
+                         "method": "reported", "n_tasks": 0, "n_tasks_all": 0, "n": 0, "planned": 0, "errored": 0,
+                         "pending": 0, "status": "reported", "task_set": "reported", "task_set_key": "reported",
+                         "note": ""})
             continue
         keep, every = common[model]
         task_set = "all" if keep == every else f"{len(keep)} of {len(every)} tasks (those scored at every length)"
+        if source == "reported":  # a paper's per-task rows: the same common task set, no samples, no interval
+            mean = float(scores[scores["task"].isin(keep)].groupby("task")["score"].mean().mean()) if keep else NAN
+            rows.append({**base, "mean": mean, "lo": NAN, "hi": NAN, "method": "reported", "n_tasks": len(keep),
+                         "n_tasks_all": len(every), "n": 0, "planned": 0, "errored": 0, "pending": 0,
+                         "status": "reported", "task_set": task_set, "task_set_key": ",".join(sorted(keep)),
+                         "note": "" if keep else "withheld: no task has a score at every length"})
+            continue
         if not int(group["n"].sum()):
             keep, note = set(), "not run: no scored sample at this length"
         else:
@@ -140,7 +159,7 @@ def length_averages(
                      "status": status(iv.n, counts["errored"], counts["pending"]) if keep else note.split(":")[0],
                      "task_set": task_set, "task_set_key": ",".join(sorted(keep)), "note": note})
     columns = ["model", "length", "mean", "lo", "hi", "method", "n_tasks", "n_tasks_all", "n", "planned", "errored",
-               "pending", "status", "task_set", "task_set_key", "note", "source", "claimed_length", "run_ids"]
+               "pending", "status", "task_set", "task_set_key", "note", "source", "claimed_length", "run_ids", "headline"]
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ctxbench.harness.core.io import atomic_write, slug
+from ctxbench.harness.core.io import atomic_dir, atomic_write, slug
 from ctxbench.harness.core.provenance import git_commit, version
 
 from .frame import AVG_TASK
@@ -27,7 +27,7 @@ from .render import Section, Table
 
 CSV_COLUMNS = ["model", "task", "length", "score", "lo", "hi", "interval", "n", "planned", "errored", "pending",
                "status", "n_tasks", "n_tasks_all", "task_set", "source", "claimed_length", "effective_length",
-               "effective_length_lower", "avg", "wavg_inc", "wavg_dec", "rank_avg", "rank_inc", "rank_dec"]
+               "effective_length_lower", "withheld", "avg", "wavg_inc", "wavg_dec", "rank_avg", "rank_inc", "rank_dec"]
 
 
 def provenance_section(runs: pd.DataFrame | None, *, built: str | None = None) -> tuple[tuple[str, ...], Section | None]:
@@ -38,21 +38,33 @@ def provenance_section(runs: pd.DataFrame | None, *, built: str | None = None) -
     if runs is None or runs.empty:
         return (board,), None
     def listed(col: str) -> str:
-        return ", ".join(sorted({str(v) for v in runs[col] if str(v) not in ("", "None", "nan")})) or "?"
+        return ", ".join(sorted({_text(v) for v in runs[col]} - {""})) or "?"
     dates = sorted(d for d in list(runs["created"]) + list(runs["last_session"]) if d)
+    weights = listed("weights") if "weights" in runs else "?"
     lines = (
         f"Suites: {listed('suite')}; samples per cell: {listed('samples_per_cell')}; seeds: {listed('seed')}; "
-        f"runs from {dates[0][:10] if dates else '?'} to {dates[-1][:10] if dates else '?'}.",
+        f"runs from {dates[0][:10] if dates else '?'} to {dates[-1][:10] if dates else '?'}"
+        + (f"; weights: {weights}." if weights != "?" else "."),
         board,
     )
     rows = tuple(
-        (r.run_id, r.model, r.fingerprint, r.suite, str(r.seed), str(r.samples_per_cell), f"{r.done}/{r.planned}",
-         str(r.errored), f"{r.created[:19]} → {r.last_session[:19]}", f"{r.ctxbench} {r.commit}".strip())
+        (r.run_id, r.model, r.fingerprint, _text(getattr(r, "weights", "")) or "–", r.suite, _text(r.seed),
+         str(r.samples_per_cell), f"{r.done}/{r.planned}", str(r.errored), f"{r.created[:19]} → {r.last_session[:19]}",
+         f"{r.ctxbench} {r.commit}".strip())
         for r in runs.sort_values(["model", "run_id"]).itertuples()
     )
-    table = Table(headers=("Run", "Model", "Weights fingerprint", "Suite", "Seed", "Samples/cell", "Scored/planned",
-                           "Failed", "Dates (UTC)", "ctxbench"), rows=rows)
+    table = Table(headers=("Run", "Model", "Weights fingerprint", "Weights", "Suite", "Seed", "Samples/cell",
+                           "Scored/planned", "Failed", "Dates (UTC, first start → last end)", "ctxbench"), rows=rows)
     return lines, Section(title="Provenance", tables=(table,), collapsed=True)
+
+
+def _text(value: object) -> str:
+    """A provenance value as printed: whole numbers without '.0' (a seed read through a float column), blanks empty."""
+    if value is None or (isinstance(value, float) and value != value) or str(value) in ("None", "nan", "<NA>"):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def training_section(runs: pd.DataFrame | None) -> Section | None:
@@ -110,10 +122,28 @@ def results_csv(tasks: pd.DataFrame | None, avgs: pd.DataFrame | None, summary: 
         if col not in out:
             out[col] = pd.NA
     out = out[CSV_COLUMNS]
+    for col in out.columns:
+        if not pd.api.types.is_numeric_dtype(out[col]):
+            out[col] = out[col].map(spreadsheet_safe)
     for col in ("n", "planned", "errored", "pending", "n_tasks", "n_tasks_all", "claimed_length", "effective_length",
                 "effective_length_lower", "rank_avg", "rank_inc", "rank_dec"):
         out[col] = pd.to_numeric(out[col], errors="coerce").round().astype("Int64")
     return out.to_csv(index=False, float_format="%.4f", lineterminator="\n")
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value: object) -> object:
+    """A text cell a spreadsheet would run as a formula (=, +, -, @, tab, CR first) gets a leading apostrophe, as
+    OWASP's CSV-injection advice has it; numbers, and text that is a number (-3.5), stay as they are."""
+    if not isinstance(value, str) or not value.startswith(FORMULA_STARTS):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value
 
 
 def _percent(frame: pd.DataFrame) -> pd.DataFrame:
@@ -124,7 +154,15 @@ def _percent(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_ruler_summaries(out_dir: Path, df: pd.DataFrame, tasks: pd.DataFrame) -> list[Path]:
-    """RULER's summary.csv per (model, length): Tasks / Score / Nulls, then Samples and Failed (see the docstring)."""
+    """RULER's summary.csv per (model, length): Tasks / Score / Nulls, then Samples and Failed (see the docstring).
+
+    summary/ is built whole beside the old one and swapped in, so a model no longer on the board leaves no folder."""
+    with atomic_dir(out_dir / "summary") as tmp:
+        written = _ruler_summaries(tmp, df, tasks)
+    return [out_dir / "summary" / p.relative_to(tmp) for p in written]
+
+
+def _ruler_summaries(root: Path, df: pd.DataFrame, tasks: pd.DataFrame) -> list[Path]:
     written = []
     measured = tasks[tasks["source"] == "measured"]
     folders = _folders(sorted(measured["model"].unique()))
@@ -139,7 +177,7 @@ def write_ruler_summaries(out_dir: Path, df: pd.DataFrame, tasks: pd.DataFrame) 
         failed = [str(int(e)) for e in cells["errored"]]
         frame = pd.DataFrame([["Tasks", *names], ["Score", *score], ["Nulls", *nulls], ["Samples", *samples],
                               ["Failed", *failed]])
-        path = out_dir / "summary" / folders[model] / str(int(length)) / "summary.csv"
+        path = root / folders[model] / str(int(length)) / "summary.csv"
         atomic_write(path, frame.to_csv(index=False, lineterminator="\n"))
         written.append(path)
     return written

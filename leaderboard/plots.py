@@ -56,8 +56,11 @@ def _length_axis(ax, lengths: Sequence[int]) -> None:
     ax.minorticks_off()
 
 
-def length_curves(avgs: pd.DataFrame, *, threshold: float) -> bytes:
-    """Score (%) against length per model, CI error bars, threshold as a dashed line."""
+def length_curves(avgs: pd.DataFrame, *, threshold: float, labels: dict[str, str] | None = None,
+                  apart: frozenset[str] = frozenset()) -> bytes:
+    """Score (%) against length per model, CI error bars, threshold as a dashed line. `labels`: each model's legend
+    entry (its task count); models in `apart` were scored on other tasks and are drawn dotted."""
+    labels = labels or {}
     fig = _figure(8, 4.8)
     ax = fig.add_subplot()
     colours = _colours(avgs["model"].nunique())
@@ -76,8 +79,8 @@ def length_curves(avgs: pd.DataFrame, *, threshold: float) -> bytes:
             ms=4,
             capsize=3,
             lw=1.5,
-            ls="--" if reported else "-",
-            label=plot_label(model),
+            ls=":" if model in apart else "--" if reported else "-",
+            label=plot_label(labels.get(model, model)),
         )
     ax.axhline(
         threshold, color="grey", ls=":", lw=1, label=plot_label(f"threshold {threshold:.1f}")

@@ -7,6 +7,7 @@ are given in percent (0..100) because that is how papers publish them.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Literal
 
@@ -16,6 +17,23 @@ import pandas as pd
 from .frame import parse_length
 
 Rule = Literal["contiguous", "max"]
+
+# Benchmarks with their own scale: RULER's threshold (85.6, Llama-2-7B at 4K) says nothing about them, so a task
+# set holding any of their tasks gets no effective length.
+NO_THRESHOLD_FAMILIES = frozenset({"longbench", "infinitebench", "lmeval", "icl", "hqa"})
+NO_THRESHOLD = "no threshold for these tasks"
+
+
+def has_threshold(task_set_key: str) -> bool:
+    """Whether an effective-length threshold applies to a task set (its tasks, comma-joined; "reported" for a
+    paper's own averages, whose tasks the board cannot see)."""
+    tasks = [t for t in str(task_set_key).split(",") if t and t != "reported"]
+    return not any(re.split(r"[/:]", t, maxsplit=1)[0].lower() in NO_THRESHOLD_FAMILIES for t in tasks)
+
+
+def withheld_reason(group: pd.DataFrame) -> str:
+    """Why a model's headline is withheld (its length_averages rows carry it), "" when it is not."""
+    return str(group["headline"].iat[0] or "") if "headline" in group and len(group) else ""
 
 
 def resolve_threshold(avgs: pd.DataFrame, spec: float | int | str) -> float:
@@ -97,8 +115,9 @@ def effective_length(
     shortest length fails), ``effective_length_lower`` (the same rule on the
     lower CI bound, i.e. what the interval supports; ``<NA>`` also when no CI
     exists, see ``lower_known``), ``passes_all`` (every evaluated length passed,
-    so the true effective length is at least the longest tested) and the
-    shortest/longest evaluated lengths. ``threshold`` is a percentage or a
+    so the true effective length is at least the longest tested), the
+    shortest/longest evaluated lengths and ``withheld``: why there is no effective length although the model
+    has scores (a cell not complete, or a task set with no threshold), else "". ``threshold`` is a percentage or a
     :func:`resolve_threshold` spec.
     """
     if rule not in ("contiguous", "max"):
@@ -106,9 +125,16 @@ def effective_length(
     thr = resolve_threshold(avgs, threshold)
     rows = []
     for model, group in avgs.sort_values("length").groupby("model", sort=True):
+        reason = withheld_reason(group)
         group = group[np.isfinite(group["mean"].to_numpy(dtype=float))]  # withheld lengths say nothing
         if group.empty:
-            rows.append((model, None, None, False, False, 0, 0))
+            rows.append((model, None, None, False, False, 0, 0, reason))
+            continue
+        key = str(group["task_set_key"].iat[0]) if "task_set_key" in group else ""
+        reason = reason or ("" if has_threshold(key) else NO_THRESHOLD)
+        if reason:
+            rows.append((model, None, None, False, False, int(group["length"].iat[0]), int(group["length"].iat[-1]),
+                         reason))
             continue
         lengths = group["length"].to_numpy()
         passes = _above(group["mean"].to_numpy(dtype=float) * 100, thr)
@@ -124,6 +150,7 @@ def effective_length(
                 bool(passes.all()),
                 int(lengths[0]),
                 int(lengths[-1]),
+                "",
             )
         )
     out = pd.DataFrame(
@@ -136,12 +163,26 @@ def effective_length(
             "passes_all",
             "shortest",
             "longest",
+            "withheld",
         ],
     )
     for col in ("effective_length", "effective_length_lower"):
         out[col] = out[col].astype("Int64")
     out.attrs["threshold"] = thr
     return out
+
+
+def comparison_groups(summary: pd.DataFrame) -> tuple[set[str], set[str]]:
+    """(models whose averages compare, models set apart): the first share the task set most models have (ties:
+    more tasks), the others were scored on other tasks. A paper's own averages (task set "reported", tasks
+    unknown) stay with the first, as RULER's tables list them."""
+    keys = {r.model: str(r.task_set_key) for r in summary.itertuples() if r.task_set != "reported"}
+    counts = Counter(k for k in keys.values() if k)
+    if len(set(keys.values())) <= 1 or not counts:
+        return set(summary["model"]), set()
+    shared = max(counts, key=lambda k: (counts[k], len(k.split(",")), k))
+    apart = {m for m, k in keys.items() if k != shared}
+    return set(summary["model"]) - apart, apart
 
 
 def _rank_group(groups: dict[str, tuple]) -> tuple | None:
@@ -160,13 +201,15 @@ def weighted_averages(avgs: pd.DataFrame) -> pd.DataFrame:
     dec, whatever the spacing (4K, 16K, 128K -> 1, 2, 3). Averages over different length or task sets are not
     comparable, so ranks are given only among the models that share the most common (task set, length set), and
     only when at least two do (``ranked``); others, such as a 4K-only baseline or a model scored on other tasks,
-    get ``<NA>`` ranks, as RULER lists Llama-2-7B without a rank. Withheld lengths (NaN) are left out.
+    get ``<NA>`` ranks, as RULER lists Llama-2-7B without a rank. Withheld lengths (NaN) are left out; a model
+    whose headline is withheld (a cell incomplete or failed, see aggregate.headline_withheld) gets none.
     """
     rows, groups = [], {}
     for model, group in avgs.sort_values("length").groupby("model", sort=True):
+        withheld = withheld_reason(group)
         group = group[np.isfinite(group["mean"].to_numpy(dtype=float))]
         scores = group["mean"].to_numpy(dtype=float)
-        if not scores.size:
+        if not scores.size or withheld:
             rows.append((model, 0, np.nan, np.nan, np.nan))
             groups[model] = None
             continue

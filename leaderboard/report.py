@@ -27,14 +27,15 @@ from .aggregate import (
 )
 from .exports import provenance_section, results_csv, training_section, write_ruler_summaries
 from .frame import AVG_TASK, format_length, model_meta, normalise
-from .ranking import Rule, effective_length, resolve_threshold, weighted_averages
+from .ranking import Rule, comparison_groups, effective_length, resolve_threshold, weighted_averages
 from .render import Figure, Section, render_html, render_markdown
 from .tables import (
     REPORTED_MARK,
     category_display,
     comparison_display,
+    curve_tasks,
     examples_display,
-    main_table,
+    main_tables,
     marks_legend,
     rank_note,
     summary_frame,
@@ -128,19 +129,23 @@ def _sections(
     if (avgs["source"] == "reported").any():
         preamble += (f"{REPORTED_MARK} reported: numbers imported from a publication, without per-sample data or intervals.",)
     main_notes = (rank_note(summary), *marks_legend([avgs, tasks]))
-    sections = [Section(title="Main results", tables=(main_table(avgs, summary),), notes=main_notes)]
+    sections = [Section(title="Main results", tables=main_tables(avgs, summary), notes=main_notes)]
     if not cats.empty:
         sections.append(Section(title="By category", tables=(category_display(cats),),
                                 paragraphs=("Mean of task means within each category, over each model's common task set.",)))
     drawn = avgs[pd.notna(avgs["mean"])]
+    _, apart = comparison_groups(summary)
+    labels = {r.model: f"{r.model} ({curve_tasks(r)})" for r in summary.itertuples()}
     curve_notes = ["Error bars: the intervals of the main table." if pd.notna(drawn["lo"]).any() else "",
                    "Dashed lines: reported numbers." if (drawn["source"] == "reported").any() else "",
-                   "Dotted line: the threshold."]
+                   "Dotted coloured lines: models scored on other tasks, not comparable with the rest." if apart else "",
+                   "The legend gives the tasks each curve averages. Dotted grey line: the threshold."]
     sections.append(
         Section(
             title="Score by length",
             markdown=False,
-            figures=(Figure(png=plots.length_curves(drawn, threshold=thr), alt="score by context length per model"),),
+            figures=(Figure(png=plots.length_curves(drawn, threshold=thr, labels=labels, apart=frozenset(apart)),
+                            alt="score by context length per model"),),
             notes=(" ".join(n for n in curve_notes if n),),
         )
     )
@@ -199,8 +204,7 @@ def build_report(
     ``comparisons`` lists (model A, model B) pairs for exact paired tests; ``examples`` are dicts with
     model/task/length/index/score/prediction/reference keys shown (escaped) in a collapsed section.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(out_dir)  # created only in _write, once every number is computed and every input checked
     head, provenance = provenance_section(runs)
     head = (*head, *notes)
     df, short = short_context.split(normalise(df))
@@ -264,6 +268,7 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 def _write(out: Path, title: str, preamble, sections, results: dict, csv: str) -> Report:
     report = Report(markdown=out / "leaderboard.md", html=out / "index.html", csv=out / "results.csv",
                     json=out / "results.json")
+    out.mkdir(parents=True, exist_ok=True)
     atomic_write(report.json, json.dumps(jsonable(results), indent=2, allow_nan=False) + "\n")
     atomic_write(report.csv, csv)
     md_preamble = (*preamble, "Plots are in index.html.")

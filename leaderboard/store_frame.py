@@ -15,7 +15,9 @@ naming file:line, and counted in `skipped`.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +27,7 @@ import pandas as pd
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_write
-from ctxbench.harness.core.store import RunStore, error_reason, list_runs
+from ctxbench.harness.core.store import TRAINING, RunStore, error_reason, list_runs, run_dirs
 
 REPORTED_DIR = "_reported"
 SCORE_COLUMNS = ["model", "run_id", "task", "category", "length", "depth", "index", "seed", "score", "position", "source",
@@ -55,6 +57,10 @@ def select_runs(root: Path, run_ids: list[str] | None = None) -> list[RunStore]:
     if run_ids:
         known = {s.dir.name: s for s in stores}
         missing = [r for r in run_ids if r not in known]
+        trainings = {d.name for d in run_dirs(root, TRAINING)}
+        if missing and missing[0] in trainings:
+            raise ConfigError(f"--runs: {missing[0]} is a training, not a scored run; score its checkpoint "
+                              f"(`ctxbench score --model {Path(root) / missing[0] / 'model'}`) and name that run")
         if missing:
             raise ConfigError(f"--runs: no run {missing[0]!r} in {root}; known: {', '.join(sorted(known)) or 'none'}")
         stores = [known[r] for r in run_ids]
@@ -169,20 +175,36 @@ def _provenance(store: RunStore, rec: dict[str, Any], latest: dict[str, dict], m
     plan = {t: n for t, n in (rec.get("plan") or {}).items() if t not in losses}
     latest = {sid: r for sid, r in latest.items() if r.get("task") not in losses}
     per_cell = sorted({int(n) for per_length in plan.values() for n in per_length.values()})
-    sessions = [s.get("started") for s in rec.get("sessions") or [] if s.get("started")]
+    sessions = [s.get("ended") or s.get("started") for s in rec.get("sessions") or [] if s.get("ended") or s.get("started")]
     versions = rec.get("versions") or {}
     done = sum(1 for r in latest.values() if r.get("score") is not None)
     return {
         "run_id": rec["run_id"], "model": model, "model_path": rec.get("model", ""), "fingerprint": fp,
         "tokenizer_fingerprint": rec.get("tokenizer_fingerprint", ""), "backend": rec.get("backend", ""),
-        "suite": rec.get("suite", ""), "seed": rec.get("seed"),
+        "suite": rec.get("suite", ""), "seed": "" if rec.get("seed") is None else int(rec["seed"]),
+        "weights": weights_format(rec),
         "samples_per_cell": "–".join(map(str, sorted({per_cell[0], per_cell[-1]}))) if per_cell else "",
         "planned": sum(int(n) for per_length in plan.values() for n in per_length.values()), "done": done,
         "errored": sum(1 for r in latest.values() if r.get("score") is None),
-        "created": rec.get("created", ""), "last_session": max(sessions, default=rec.get("created", "")),
+        "created": rec.get("created", ""), "last_session": max(sessions, default=rec.get("created", "")),  # its end
         "ctxbench": versions.get("ctxbench", "?"), "commit": versions.get("ctxbench_commit", ""),
         "training": rec.get("training") or {},
     }
+
+
+def weights_format(rec: dict[str, Any]) -> str:
+    """How the scored weights are stored, when that changes them: a GGUF file's quantisation (from its name, as
+    llama.cpp names them: ...Q4_K_M.gguf), also for a checkpoint trained from a dequantized GGUF base."""
+    gguf = (rec.get("backend_args") or {}).get("gguf_file")
+    base = (rec.get("training") or {}).get("base_model_gguf")
+    if gguf:
+        return f"GGUF {gguf_quantisation(gguf)}"
+    return f"trained from GGUF {gguf_quantisation(base)}" if base else ""
+
+
+def gguf_quantisation(name: str) -> str:
+    match = re.search(r"(?i)(?:^|[._-])(I?Q\d+(?:_[A-Z0-9]+)*|BF16|F16|F32)(?=\.gguf$)", Path(str(name)).name)
+    return match.group(1).upper() if match else "(quantisation not in the file name)"
 
 
 def _depth(row: dict) -> float:
@@ -210,7 +232,19 @@ def import_reported(root: Path, csv: Path) -> int:
         rows = import_reported_csv(csv)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    atomic_write(Path(root) / REPORTED_DIR / csv.name, csv.read_bytes())
+    content = csv.read_bytes()
+    kept = sorted((Path(root) / REPORTED_DIR).glob("*.csv"))
+    if any(p.read_bytes() == content for p in kept):
+        return len(rows)  # this very table is in the store already
+    keys = set(zip(rows["model"], rows["task"], rows["length"]))
+    for p in kept:
+        old = import_reported_csv(p)
+        clash = next((k for k in zip(old["model"], old["task"], old["length"]) if k in keys), None)
+        if clash:
+            raise ConfigError(f"board import: {csv} gives {clash[0]!r} {clash[1]} at {clash[2]} again, already imported "
+                              f"from {p.name}; rename the model in one table (e.g. add the paper), or delete {p}")
+    # Keyed by content: two papers' tables are often both called table1.csv or results.csv.
+    atomic_write(Path(root) / REPORTED_DIR / f"{csv.stem}-{hashlib.sha256(content).hexdigest()[:8]}.csv", content)
     return len(rows)
 
 

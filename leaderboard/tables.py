@@ -15,6 +15,7 @@ import pandas as pd
 
 from .aggregate import PairedComparison
 from .frame import format_length
+from .ranking import NO_THRESHOLD, comparison_groups
 from .render import Table
 
 REPORTED_MARK = "†"
@@ -76,6 +77,9 @@ def marks_legend(frames: Iterable[pd.DataFrame]) -> tuple[str, ...]:
                      "to retry them.")
     if too_small:
         notes.append(f"{TOO_SMALL}: continuous scores need at least 10 samples per cell for a bootstrap interval.")
+    if pending or failed:
+        notes.append("Effective, Avg and wAvg are withheld for a model with an incomplete or failed cell: they would "
+                     "come from fewer samples than planned.")
     return tuple(notes)
 
 
@@ -88,9 +92,11 @@ def ordinal(rank: object) -> str:
 
 
 def effective_text(
-    length: object, *, shortest: int, longest: int, passes_all: bool = False, known: bool = True
+    length: object, *, shortest: int, longest: int, passes_all: bool = False, known: bool = True, withheld: str = ""
 ) -> str:
-    """RULER-style: ``<4K`` when even the shortest length fails, ``≥128K`` when all pass."""
+    """RULER-style: ``<4K`` when even the shortest length fails, ``≥128K`` when all pass; ``— (why)`` when withheld."""
+    if withheld:
+        return f"{DASH} ({withheld})"
     if not known:
         return DASH
     if not shortest:
@@ -109,9 +115,12 @@ def summary_frame(
     out = eff.merge(wavg, on="model", how="outer").merge(meta, left_on="model", right_index=True, how="left")
     finite = avgs[pd.notna(avgs["mean"])]
     sets = finite.groupby("model").agg(task_set=("task_set", "first"), n_tasks=("n_tasks", "first"),
+                                       task_set_key=("task_set_key", "first"),
                                        too_small=("method", lambda m: bool((m == TOO_SMALL).any())))
     out = out.merge(sets, left_on="model", right_index=True, how="left")
     out["task_set"] = out["task_set"].fillna("withheld")
+    out["task_set_key"] = out["task_set_key"].fillna("")
+    out["withheld"] = out["withheld"].fillna("") if "withheld" in out else ""
     out["too_small"] = out["too_small"].fillna(False).astype(bool)
     out["_unranked"] = out["rank_dec"].isna()
     out = out.sort_values(["_unranked", "rank_dec", "avg", "model"], ascending=[True, True, False, True],
@@ -119,19 +128,46 @@ def summary_frame(
     return out.drop(columns="_unranked").reset_index(drop=True)
 
 
-def _ranked(value: object, rank: object) -> str:
+def _ranked(value: object, rank: object, withheld: str = "") -> str:
+    if withheld and withheld != NO_THRESHOLD:
+        return f"{DASH} ({withheld})"
     return f"{pct(value)} ({ordinal(rank)})" if ordinal(rank) else pct(value)
 
 
-def _tasks_text(r) -> str:
-    if r.source == "reported":
+def tasks_text(r) -> str:
+    """The Tasks column: how many tasks a model's averages cover ('reported' for a paper's own averages)."""
+    if r.task_set == "reported":
         return "reported"
     if r.task_set == "withheld":
         return "withheld"
     return str(int(r.n_tasks)) if r.task_set == "all" else r.task_set
 
 
-def main_table(avgs: pd.DataFrame, summary: pd.DataFrame) -> Table:
+def curve_tasks(r) -> str:
+    """A model's legend entry in the plots: how many tasks its curve averages."""
+    if r.task_set in ("reported", "withheld") or pd.isna(r.n_tasks):
+        return str(r.task_set)
+    return f"{int(r.n_tasks)} task{'s' if int(r.n_tasks) != 1 else ''}"
+
+
+def main_tables(avgs: pd.DataFrame, summary: pd.DataFrame) -> tuple[Table, ...]:
+    """The main table, and apart from it the models scored on other tasks (their averages are not comparable)."""
+    main, apart = comparison_groups(summary)
+    tables = [main_table(avgs, summary[summary["model"].isin(main)])]
+    if apart:
+        caption = ("Scored on other tasks: not comparable with the table above, whose averages cover "
+                   f"{_shared_text(summary, main)}")
+        tables.append(main_table(avgs, summary[summary["model"].isin(apart)], caption=caption))
+    return tuple(tables)
+
+
+def _shared_text(summary: pd.DataFrame, main: set[str]) -> str:
+    measured = summary[summary["model"].isin(main) & (summary["task_set"] != "reported")]
+    keys = sorted({str(k) for k in measured["task_set_key"] if k})
+    return f"the same {len(keys[0].split(','))} tasks" if len(keys) == 1 else "other tasks"
+
+
+def main_table(avgs: pd.DataFrame, summary: pd.DataFrame, *, caption: str = "") -> Table:
     lengths = sorted(int(x) for x in avgs["length"].unique())
     cells = avgs.set_index(["model", "length"])
     headers = ("Model", "Claimed", "Effective", "Effective (CI lower)", *(format_length(x) for x in lengths),
@@ -141,22 +177,24 @@ def main_table(avgs: pd.DataFrame, summary: pd.DataFrame) -> Table:
         reported = r.source == "reported"
         scores = [score_cell(cells.loc[(r.model, length)]) if (r.model, length) in cells.index else DASH
                   for length in lengths]
+        withheld = str(r.withheld or "")
         lower = effective_text(r.effective_length_lower, shortest=r.shortest, longest=r.longest,
-                               passes_all=r.passes_all, known=r.lower_known)
-        if not r.lower_known and not reported and r.too_small:
+                               passes_all=r.passes_all, known=r.lower_known, withheld=withheld)
+        if not r.lower_known and not reported and r.too_small and not withheld:
             lower = f"{DASH} ({TOO_SMALL})"
         rows.append((
             f"{r.model} {REPORTED_MARK}" if reported else r.model,
             format_length(r.claimed_length),
-            effective_text(r.effective_length, shortest=r.shortest, longest=r.longest, passes_all=r.passes_all),
+            effective_text(r.effective_length, shortest=r.shortest, longest=r.longest, passes_all=r.passes_all,
+                           withheld=withheld),
             lower,
             *scores,
-            _ranked(r.avg, r.rank_avg),
-            _ranked(r.wavg_inc, r.rank_inc),
-            _ranked(r.wavg_dec, r.rank_dec),
-            _tasks_text(r),
+            _ranked(r.avg, r.rank_avg, withheld),
+            _ranked(r.wavg_inc, r.rank_inc, withheld),
+            _ranked(r.wavg_dec, r.rank_dec, withheld),
+            tasks_text(r),
         ))
-    return Table(headers=headers, rows=tuple(rows))
+    return Table(headers=headers, rows=tuple(rows), caption=caption)
 
 
 def rank_note(summary: pd.DataFrame) -> str:

@@ -257,10 +257,12 @@ def loss_points(root: Path, *, run_ids: Sequence[str] = (), points: str = "final
     """
     import pandas as pd
 
+    from ctxbench.harness.core.store import TRAINING, run_dirs
+
     rows = []
-    for rec_path in sorted(Path(root).glob("*/record.json")):
-        rec = json.loads(rec_path.read_text())
-        if rec.get("kind") != "train" or (run_ids and rec["run_id"] not in run_ids):
+    for run_dir in run_dirs(root, TRAINING):
+        rec = json.loads((run_dir / "record.json").read_text())
+        if run_ids and rec["run_id"] not in run_ids:
             continue
         logged = [r for r in TrainRun(Path(root), rec["run_id"]).losses() if r["split"] == split]
         if points == "final":

@@ -54,8 +54,9 @@ def board_build(
                               title=title, comparisons=pairs, examples=examples(frames.scores))
     except (ValueError, KeyError) as e:
         raise ConfigError(f"board build: {e}") from None
-    out.print(f"wrote {report.markdown}, {report.html}, {report.csv}, {report.json} and summary/<model>/<length>/summary.csv",
-              highlight=False, markup=False)
+    out.print(f"wrote {report.markdown}, {report.html}, {report.csv}, {report.json} and "
+              f"{out_dir / 'summary'}/<model>/<length>/summary.csv", highlight=False, markup=False, soft_wrap=True)
+    out.print(f"open {report.html} in a browser to see the board", highlight=False, markup=False, soft_wrap=True)
 
 
 @board_app.command("import")

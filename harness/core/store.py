@@ -166,6 +166,38 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+SCORED, TRAINING = "score", "train"  # the kinds of run a store holds
+
+
+def record_kind(rec: dict[str, Any]) -> str:
+    """What wrote a run record: a training ("train", trainers/loop.py) or a scoring ("score"). Records without a
+    `kind` (scorings, and trainings older than the field) are told by shape: a training has its trainer and
+    config and no suite."""
+    kind = rec.get("kind")
+    if kind in ("train", "training"):
+        return TRAINING
+    if kind:
+        return str(kind)
+    return TRAINING if "trainer" in rec and "config" in rec and "suite_config" not in rec else SCORED
+
+
+def run_dirs(root: Path, kind: str = SCORED) -> list[Path]:
+    """The one reader of a store's run directories: those whose record is of `kind`, sorted by name.
+
+    A record that cannot be read counts as a scored run, so that the scored-run reader refuses it in one line
+    (RunStore.read_record) rather than leaving a run silently out."""
+    found = []
+    for path in sorted(Path(root).glob("*/record.json")):
+        try:
+            rec = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            rec = None
+        readable = isinstance(rec, dict) and "run_id" in rec
+        if (record_kind(rec) if readable else SCORED) == kind:
+            found.append(path.parent)
+    return found
+
+
 def list_runs(root: Path) -> list[RunStore]:
-    root = Path(root)
-    return [RunStore(root, p.parent.name) for p in sorted(root.glob("*/record.json"))]
+    """The scored runs of a store (never a training: its checkpoint's manifest is what a scored run records)."""
+    return [RunStore(Path(root), d.name) for d in run_dirs(root, SCORED)]

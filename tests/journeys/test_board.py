@@ -1,0 +1,158 @@
+"""Journey: score with the echo backend, then `ctxbench board build` / `board import`, as a user types them.
+
+Each test reads what the user reads: the board's main table in leaderboard.md, results.csv, and the lines the
+command prints; and what is on disk afterwards (no --out directory after a refusal, no stale summary folders).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import signal
+from pathlib import Path
+
+import pytest
+
+from .conftest import User, rows, stop, wait_for
+
+SCORE = "ctxbench score --backend echo --suite ruler-quick --samples 2"
+HEADLINES = ("Effective", "Effective (CI lower)", "Avg", "wAvg (inc)", "wAvg (dec)")
+
+
+def main_rows(board: Path) -> dict[str, dict[str, str]]:
+    """The main results table of leaderboard.md as {model: {header: cell}} (Markdown escapes undone)."""
+    lines = board.joinpath("leaderboard.md").read_text().splitlines()
+    start = lines.index("## Main results")
+    end = next((i for i, x in enumerate(lines[start + 2:], start + 2) if x.startswith("## ")), len(lines))
+    table = [x for x in lines[start + 1:end] if x.startswith("|") and not x.startswith("|---")]
+
+    def cells(line: str) -> list[str]:
+        return [c.strip().replace("\\", "") for c in line.strip("|").split(" | ")]
+
+    out: dict[str, dict[str, str]] = {}
+    headers: list[str] = []
+    for line in table:
+        values = cells(line)
+        if values[0] == "Model":
+            headers = values
+            continue
+        out[values[0]] = dict(zip(headers, values))
+    return out
+
+
+def has_number(text: str) -> bool:
+    return any(ch.isdigit() for ch in text)
+
+
+def test_interrupted_run_gives_no_headline_from_incomplete_cells(user: User, data_dir):
+    """Item 2: a board built while a run stands part-done marks the cells and takes no headline from them."""
+    proc = user.start("ctxbench score --backend echo --suite ruler-quick --tasks ruler/niah_single_1 --lengths 512,1024 "
+                      "--samples 4 --backend-arg delay=1 --label slow")
+    run_dir = user.cwd / "runs"
+    wait_for(lambda: any(len(rows(d)) >= 2 for d in run_dir.glob("*/")) if run_dir.is_dir() else False)
+    assert stop(proc, signal.SIGINT).code == 130
+    r = user.run("ctxbench board build")
+    assert r.code == 0, r.err
+    row = main_rows(user.cwd / "board")["slow"]
+    assert "*" in row["512"] + row["1K"] or "not run" in row["1K"]  # a cell says it is incomplete
+    for header in HEADLINES:
+        assert not has_number(row[header]), f"{header} = {row[header]!r} comes from an incomplete cell"
+        assert "incomplete" in row[header]
+
+
+def test_models_on_different_task_sets_are_not_averaged_side_by_side(user: User, data_dir):
+    """Item 3: two models scored on different task sets are not compared on their averages unmarked; the task
+    count is on the board."""
+    assert user.run(f"{SCORE} --tasks ruler/niah_single_1 --lengths 512 --label one").code == 0
+    assert user.run(f"{SCORE} --tasks ruler/niah_single_1,ruler/niah_single_2 --lengths 512 --label two").code == 0
+    r = user.run("ctxbench board build")
+    assert r.code == 0, r.err
+    md = (user.cwd / "board" / "leaderboard.md").read_text()
+    main = md.split("## Main results", 1)[1].split("\n## ", 1)[0]
+    # the two models are in different tables: the set-apart one under its own heading
+    tables = [t for t in main.split("\n\n") if t.startswith("| Model")]
+    assert len(tables) == 2, main
+    assert "other tasks" in main.lower()
+    assert ("| one |" in tables[0]) != ("| one |" in tables[1])
+
+
+def test_reported_rows_average_only_their_common_tasks_and_longbench_gets_no_effective(user: User, tmp_path: Path):
+    """Item 3, imported tables: per-task reported rows at unequal length sets average only the tasks every length
+    has, and a LongBench task set gets no effective length from RULER's threshold."""
+    paper = tmp_path / "paper.csv"
+    paper.write_text("model,task,length,score\n"
+                     "P,ruler/easy,4K,100\nP,ruler/easy,8K,100\nP,ruler/hard,4K,20\n"
+                     "L,longbench:qa,80K,40\nL,longbench:sum,80K,30\n")
+    assert user.run(f"ctxbench board import {paper}").code == 0
+    r = user.run("ctxbench board build")
+    assert r.code == 0, r.err
+    table = {row["model"]: row for row in csv.DictReader(io.StringIO((user.cwd / "board/results.csv").read_text()))
+             if row["task"] == "avg"}
+    assert float(table["P"]["score"]) == pytest.approx(100.0)  # ruler/easy only: the task every length has
+    assert table["P"]["n_tasks"] == "1"
+    row = main_rows(user.cwd / "board")
+    assert not has_number(row["L †"]["Effective"]), row["L †"]
+
+
+def test_board_refusals_leave_no_out_dir(user: User, data_dir):
+    """Item 5 (board): a bad --threshold, or an empty store, is refused in one line before --out exists."""
+    r = user.run("ctxbench board build --out b1")
+    assert r.code == 2 and "no scored runs" in r.last_err_line
+    assert not (user.cwd / "b1").exists()
+    assert user.run(f"{SCORE} --tasks ruler/niah_single_1 --lengths 512 --label m").code == 0
+    for bad in ("150", "model=nosuch@4K", "abc"):
+        r = user.run(f"ctxbench board build --out b2 --threshold {bad}")
+        assert r.code == 2 and r.last_err_line.startswith("error: "), (bad, r.err)
+        assert "Traceback" not in r.err
+        assert not (user.cwd / "b2").exists(), bad
+
+
+def test_rebuild_drops_stale_summaries_and_prints_the_out_paths(user: User, data_dir):
+    """Items 23 and 16: a rebuild into the same --out leaves no summary/<model>/ of a model no longer on the board;
+    the command names its files under --out and says how to open the board."""
+    assert user.run(f"{SCORE} --tasks ruler/niah_single_1 --lengths 512 --label gone").code == 0
+    assert user.run("ctxbench board build --out site").code == 0
+    assert (user.cwd / "site/summary/gone").is_dir()
+    assert user.run(f"{SCORE} --tasks ruler/niah_single_1 --lengths 512 --label kept").code == 0
+    r = user.run("ctxbench board build --out site --runs " +
+                 next(d.name for d in (user.cwd / "runs").iterdir() if d.name.startswith("kept")))
+    assert r.code == 0, r.err
+    assert sorted(p.name for p in (user.cwd / "site/summary").iterdir()) == ["kept"]
+    assert "site/summary/" in r.out and "site/index.html" in r.out
+    assert "open site/index.html" in r.out.replace("\n", " ")
+
+
+def test_two_papers_tables_with_one_file_name_both_stay(user: User, tmp_path: Path):
+    """Item 24: `board import d1/table.csv` then `d2/table.csv` keeps both papers' rows."""
+    for name, model in (("d1", "PaperOne"), ("d2", "PaperTwo")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "table.csv").write_text(f"model,task,length,score\n{model},avg,4K,50\n")
+        r = user.run(f"ctxbench board import {tmp_path / name / 'table.csv'}")
+        assert r.code == 0, r.err
+    r = user.run(f"ctxbench board import {tmp_path / 'd1' / 'table.csv'}")  # the same table again: no second copy
+    assert r.code == 0, r.err
+    assert user.run("ctxbench board build").code == 0
+    rows_ = main_rows(user.cwd / "board")
+    assert {"PaperOne †", "PaperTwo †"} <= set(rows_)
+    assert len(list((user.cwd / "runs/_reported").glob("*.csv"))) == 2
+
+
+def test_results_csv_is_safe_to_open_in_a_spreadsheet(user: User, data_dir):
+    """Item 27: a model name beginning with = does not become a formula in results.csv; numbers stay numbers."""
+    evil = '=HYPERLINK("http://x.example","click")'
+    assert user.run([*SCORE.split(), "--tasks", "ruler/niah_single_1", "--lengths", "512", "--label", evil]).code == 0
+    assert user.run("ctxbench board build").code == 0
+    text = (user.cwd / "board/results.csv").read_text()
+    cells = [c for row in csv.reader(io.StringIO(text)) for c in row]
+    assert evil not in cells
+    assert not any(c[:1] in ("=", "+", "@") for c in cells)
+    assert not any(c.startswith("-") and not _is_number(c) for c in cells)
+    assert any(c.endswith(evil) for c in cells)  # the name is still there, made inert
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
