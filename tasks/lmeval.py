@@ -53,6 +53,7 @@ class LMEvalTask(Task):
     data_source = "lm-eval's task data (hub), or --include-path YAMLs"
     metric = "lmeval"
     external = True  # the runner calls run_external instead of generating samples
+    extra = "lmeval"  # checked when a suite's task is built, before any run directory exists
 
     def __init__(self, name: str, args: LMEvalArgs):
         super().__init__(name, args)

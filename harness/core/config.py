@@ -271,6 +271,10 @@ def build_task(spec: TaskSpec, *, where: str = "task"):
             valid = ", ".join(type(factory().args).model_fields)
             raise ConfigError(f"{one_line(e, f'{where}.args')}; valid keys: {valid} (see `ctxbench tasks {spec.task}`)") from None
         raise ConfigError(one_line(e, f"{where}.args")) from None
+    if getattr(task, "extra", None):
+        from ctxbench.harness.core.extras import require_extra
+
+        require_extra(task.extra, for_=f"task {spec.name or spec.task}")
     if spec.name:
         task.name = spec.name
     return task

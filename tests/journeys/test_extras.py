@@ -85,3 +85,11 @@ def test_every_backend_hint_has_one_style(monkeypatch):
         with pytest.raises(ConfigError) as e:
             registry.get("backend", backend)(model="smollm2-135m")
         assert str(e.value) == line
+
+
+def test_a_suite_with_an_lmeval_task_writes_no_run(user, without):
+    (user.cwd / "s.yaml").write_text("name: lm\nlengths: [0]\nsamples: 1\n"
+                                     "tasks: [{task: lmeval/custom, args: {tasks: [arc_easy], limit: 2}}]\n")
+    r = user.run("ctxbench score --suite s.yaml --backend echo", env=without("lm_eval"))
+    refused_in_one_line(r, "task lmeval/custom needs the lmeval extra (no module lm_eval): pip install 'ctxbench[lmeval]'")
+    assert user.files() == {"s.yaml"}
