@@ -80,6 +80,7 @@ def score(
                                              "settings only (temperature=0, do_sample=false): ctxbench decodes greedily"),
     log_samples: bool = typer.Option(False, "--log_samples", "--log-samples", help="accepted for lm-eval users; ctxbench "
                                      "always logs every sample (samples.jsonl)"),
+    system_instruction: Optional[str] = typer.Option(None, "--system_instruction", "--system-instruction", hidden=True),
 ):
     """Score a model on a suite; rerunning the same command resumes."""
     from ctxbench.harness.runner import RunInterrupted, RunPlan, run
@@ -89,6 +90,10 @@ def score(
         raise ConfigError("--samples: must be at least 1")
     choice = lmeval_model(model=model, backend=backend, store=store_dir, model_args=model_args, output_path=output_path)
     greedy_gen_kwargs(gen_kwargs)
+    if system_instruction is not None:
+        raise ConfigError("--system_instruction: RULER's prompts have no system turn (a chat template's own default stays, "
+                          "as in RULER); a system prompt would take tokens from every length's context and change the task, "
+                          "so scores would not compare with RULER's; `ctxbench lmeval` passes it to lm-eval")
     if template is not None:
         check_template_name(template, field="--template")
     writable_dir(choice.store, "--output_path" if output_path else "--store")

@@ -106,14 +106,16 @@ def lmeval_model(*, model: Optional[str], backend: Optional[str], store: Optiona
 GREEDY = {"temperature": (0,), "do_sample": (False, "false", "False"), "top_p": (1,), "top_k": (0,)}
 
 
-def greedy_gen_kwargs(spec: Optional[str]) -> None:
+def greedy_gen_kwargs(spec: Optional[str], *, also: tuple[str, ...] = ()) -> Optional[str]:
     """lm-eval's `--gen_kwargs`: accepted where it asks for what every ctxbench backend does anyway (greedy decoding,
-    as RULER scores), refused with one line otherwise; each task sets its own max new tokens."""
+    as RULER scores) or names a key in `also` (lm-eval's own, for `ctxbench lmeval`); refused with one line otherwise."""
     for key, value in _kv([x for x in (spec or "").split(",") if x.strip()], "--gen_kwargs").items():
-        if value not in GREEDY.get(key, ()):
+        if key not in also and value not in GREEDY.get(key, ()):
+            lengths = f"{' and '.join(also)} pass to lm-eval" if also else "each task sets its own max new tokens " \
+                      "(task arg tokens_to_generate)"
             raise ConfigError(f"--gen_kwargs: {key}={value}: ctxbench decodes greedily (temperature 0, as RULER does) and "
-                              "each task sets its own max new tokens (task arg tokens_to_generate); only temperature=0, "
-                              "do_sample=false, top_p=1 and top_k=0 are accepted")
+                              f"{lengths}; only temperature=0, do_sample=false, top_p=1 and top_k=0 are accepted")
+    return spec
 
 
 def log_samples_note(log_samples: bool) -> None:

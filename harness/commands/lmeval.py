@@ -105,13 +105,15 @@ def register(app: typer.Typer) -> None:
         model_args: Optional[str] = typer.Option(None, "--model_args", "--model-args", help="lm-eval's K=V,K=V: pretrained= is "
                                                  "the model (then --model hf|vllm is the backend), the rest backend args"),
         output_path: Optional[Path] = typer.Option(None, "--output_path", "--output-path", help="lm-eval's spelling of --store"),
-        gen_kwargs: Optional[str] = typer.Option(None, "--gen_kwargs", "--gen-kwargs", help="lm-eval's K=V,K=V: greedy "
-                                                 "settings only (temperature=0, do_sample=false): ctxbench decodes greedily"),
+        gen_kwargs: Optional[str] = typer.Option(None, "--gen_kwargs", "--gen-kwargs", help="lm-eval's K=V,K=V for generative "
+                                                 "tasks: max_gen_toks, until, and greedy settings (ctxbench decodes greedily)"),
+        system_instruction: Optional[str] = typer.Option(None, "--system_instruction", "--system-instruction",
+                                                         help="system prompt lm-eval prepends (lm-eval's meaning)"),
         log_samples: bool = typer.Option(False, "--log_samples", "--log-samples", help="accepted; every sample is logged anyway"),
     ):
         """Run lm-evaluation-harness tasks through a ctxbench backend; results go to the store beside long-context runs."""
         choice = lmeval_model(model=model, backend=backend, store=out_dir, model_args=model_args, output_path=output_path)
-        greedy_gen_kwargs(gen_kwargs)
+        gen_kwargs = greedy_gen_kwargs(gen_kwargs, also=("max_gen_toks", "until"))
         if limit is not None and limit <= 0:
             raise ConfigError("--limit: must be positive")
         if num_fewshot is not None and num_fewshot < 0:
@@ -124,7 +126,7 @@ def register(app: typer.Typer) -> None:
         args: dict[str, Any] = {"limit": limit, "num_fewshot": num_fewshot,
                                 "include_path": [str(p.resolve()) for p in include_path] or None, "builtin_tasks": builtin_tasks,
                                 "batch_size": batch_size, "apply_chat_template": apply_chat_template or None, "metric": metric,
-                                "bootstrap_iters": bootstrap_iters}
+                                "bootstrap_iters": bootstrap_iters, "gen_kwargs": gen_kwargs, "system_instruction": system_instruction}
         backend_args = _kv(backend_arg, "--backend-arg")
         for key, value in choice.backend_args.items():
             if backend_args.get(key, value) != value:
