@@ -34,3 +34,18 @@ def test_a_training_in_the_store_is_not_a_scored_run(user: User, tiny_checkpoint
 
 def _run_column(section: str) -> set[str]:
     return {line.strip("|").split(" | ")[0].strip() for line in section.splitlines() if line.startswith("| ")}
+
+
+def test_old_training_records_without_a_kind_are_told_by_shape(tmp_path: Path):
+    """A training record without `kind` (its trainer and config, no suite) is a training to every store reader;
+    a scored record from before `kind` (4eafb19: suite_config, no kind) stays a scored run."""
+    import json
+
+    from ctxbench.harness.core.store import TRAINING, list_runs, run_dirs
+
+    for run_id, rec in (("old-train", {"run_id": "old-train", "trainer": "cpt", "config": {}, "seed": 42.0}),
+                        ("old-score", {"run_id": "old-score", "suite_config": {}, "seed": 42, "schema_version": 2})):
+        (tmp_path / run_id).mkdir()
+        (tmp_path / run_id / "record.json").write_text(json.dumps(rec))
+    assert [s.dir.name for s in list_runs(tmp_path)] == ["old-score"]
+    assert [d.name for d in run_dirs(tmp_path, TRAINING)] == ["old-train"]
