@@ -8,9 +8,6 @@ manifest listing shards that the second run's cleanup had deleted.
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
-import pytest
 
 from .conftest import User, wait_for
 
@@ -53,31 +50,12 @@ def test_two_identical_trainings(user: User):
     first.communicate(timeout=120)
 
 
-STUDY = """\
-name: tiny
-corpus: {path: "stdlib:json", format: repo}
-base_model: {config: {hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2,
-             num_key_value_heads: 1, max_position_embeddings: 512}, tokenizer: smollm2-135m}
-tokenizer: smollm2-135m
-seq_len: 128
-budget_tokens: 4000
-seeds: [0]
-reference: a
-methods:
-  - {name: a, data: {method: standard, eval_sequences: 2}}
-  - {name: b, data: {method: standard, eval_sequences: 2}}
-training: {max_steps: 2, per_device_batch_size: 2, save_steps: 2}
-eval:
-  backend: echo
-  suite: {name: tiny-eval, lengths: [256], samples: 2, tasks: [{task: ruler/niah_single_1}]}
-"""
+def test_two_identical_studies(user: User):
+    from .test_study_journeys import STUDY
 
-
-@pytest.mark.slow
-def test_two_identical_studies(user: User, data_dir: Path):
     (user.cwd / "study.yaml").write_text(STUDY)
     first = user.start("ctxbench study study.yaml")
-    wait_for(lambda: (user.cwd / "studies" / "tiny").exists())
+    wait_for(lambda: (user.cwd / "studies" / "tiny" / "corpus").exists(), timeout=600)
     second = user.run("ctxbench study study.yaml")
     _refused_naming(second, first.pid)
     first.kill()
