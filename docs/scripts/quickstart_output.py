@@ -46,7 +46,7 @@ def screenshot(index: Path, png: Path) -> bool:
         return False
     png.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    "--window-size=1200,900", f"--screenshot={png}", index.as_uri()],
+                    "--window-size=1200,1300", f"--screenshot={png}", index.as_uri()],
                    capture_output=True, timeout=120, check=False)
     return png.exists()
 
