@@ -40,7 +40,7 @@ class Estimate:
 
     def line(self) -> str:
         return (f"plan: {self.samples} samples, {_count(self.tokens)} prompt tokens; prompts need ~{_bytes(self.peak_bytes)} "
-                f"of memory (the model's own on top) and ~{_duration(self.build_seconds)} to build")
+                f"of memory (the model's own on top) and {_duration(self.build_seconds)} to build")
 
     def check_memory(self) -> None:
         free = available_memory()
@@ -118,8 +118,10 @@ def _count(n: float) -> str:
 
 
 def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return "under 1 s"
     if seconds < 60:
-        return f"{max(seconds, 1):.0f} s"
+        return f"~{seconds:.0f} s"
     if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+        return f"~{seconds / 60:.0f} min"
+    return f"~{seconds / 3600:.1f} h"

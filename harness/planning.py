@@ -120,8 +120,7 @@ class Prepared:
 
 
 def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None) -> Prepared:
-    """Every check of the plan, in order of cost; nothing is written (the dataset cache may gain the first sample
-    of a task, which scoring would build first anyway)."""
+    """Every check of the plan, in order of cost; nothing is written (not even the sample cache)."""
     suite = plan.suite
     check_size(suite, batch_size=int(plan.backend_args.get("batch_size") or 1))
     model = backend if backend is not None else open_model(plan, suite.truncation)
@@ -140,9 +139,11 @@ def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None) -> Prepa
     i, n = plan.shard
     store = RunStore(plan.out_dir, plan.run_id(), part=None if n == 1 else f"shard-{i}-of-{n}")
     done: frozenset[str] = frozenset()
-    if not fresh and store.record_path.exists():
-        check_identity(store, identity)
-        done = frozenset(store.done_ids())
+    if store.record_path.exists():
+        store.read_record()  # a garbage record is one line, before anything is written
+        if not fresh:
+            check_identity(store, identity)
+            done = frozenset(store.done_ids())
     complete = bool(done) and all(j in done for c in cells for j in c.ids()) and (
         i != 0 or all(t.is_complete(store.dir) for t in external))
     if not complete:
@@ -160,7 +161,7 @@ def _check_tasks(cells: list[Cell], ctx: GenContext, seed: int) -> None:
         if c.indices and (c.task.name not in shortest or c.length < shortest[c.task.name].length):
             shortest[c.task.name] = c
     for c in shortest.values():
-        next(datasets.iter_samples(c.task, length=c.length, indices=c.indices[:1], seed=seed, ctx=ctx))
+        next(datasets.iter_samples(c.task, length=c.length, indices=c.indices[:1], seed=seed, ctx=ctx, use_cache=False))
 
 
 def open_model(plan: RunPlan, truncation: str) -> Any:

@@ -188,8 +188,8 @@ def _record(ready: Prepared, backend: Any) -> tuple[RunRecord, dict[str, Any]]:
 def execution(plan: RunPlan, info: dict[str, Any], secrets: list[str]) -> dict[str, Any]:
     """This session's speed settings: the execution arguments given and the backend's resolved ones; a note where
     batch composition can change greedy outputs (bf16/fp16 on a GPU in batches, or a batching engine)."""
-    settings = {**{k: v for k, v in info.items() if k in EXECUTION_ARGS or k in ("batching", "dtype")},
-                **plan.execution_args()}
+    settings = {**plan.execution_args(),  # as given, then as the backend resolved them (batch_size 0 -> 16)
+                **{k: v for k, v in info.items() if k in EXECUTION_ARGS or k in ("batching", "dtype")}}
     batch = int(settings.get("batch_size") or 1)
     on_gpu = str(info.get("device", "")).startswith("cuda") and str(info.get("dtype", "")) in ("bfloat16", "float16")
     if (on_gpu and batch > 1) or plan.backend == "vllm":

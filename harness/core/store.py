@@ -131,9 +131,11 @@ class RunStore:
 def check_identity(store: RunStore, new: dict[str, Any]) -> None:
     """Refuse, in one line and without writing, a resume whose identity differs from the rows stored. A key the old
     record lacks (an older schema) is not compared; a suite config is compared on the keys the old one has."""
-    if not store.record_path.exists() or not store.has_rows():
+    if not store.record_path.exists():
         return
-    old = store.read_record()
+    old = store.read_record()  # a garbage record is refused here, before anything is written
+    if not store.has_rows():
+        return
     for key in IDENTITY:
         if key not in old or key not in new or old[key] in ("", None):
             continue

@@ -77,3 +77,15 @@ def test_the_store_reads_a_schema2_record(tmp_path):
     assert store.read_record()["schema_version"] == 2
     assert len(store.done_ids()) == 5
     assert RunStore(tmp_path, "smollm2-135m-j-756bd799").latest()
+
+
+def test_a_session_says_where_batch_composition_can_change_greedy_outputs():
+    from ctxbench.harness.core.config import load_suite
+    from ctxbench.harness.runner import RunPlan, execution
+
+    plan = RunPlan(load_suite(str(SCHEMA2 / "j.yaml")), "m", "hf", {"batch_size": 0, "threads": 2}, Path("runs"))
+    assert plan.identity_args() == {} and plan.execution_args() == {"batch_size": 0, "threads": 2}
+    gpu = execution(plan, {"device": "cuda:0", "dtype": "bfloat16", "batch_size": 16}, [])
+    assert gpu["batch_size"] == 16 and "batch" in gpu["batch_dependent"]
+    cpu = execution(plan, {"device": "cpu", "dtype": "float32", "batch_size": 1, "threads": 2}, [])
+    assert "batch_dependent" not in cpu and cpu["threads"] == 2
