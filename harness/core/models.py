@@ -131,6 +131,10 @@ def materialize(ref: ModelRef) -> str:
         return str(out)
     from filelock import FileLock
 
+    from ctxbench.harness.core.extras import require_extra
+
+    require_extra("hf", for_=f"converting {gguf.name} to an HF model")
+
     with FileLock(str(out) + ".lock"):
         if (out / "config.json").exists():
             return str(out)
@@ -157,7 +161,10 @@ def materialize(ref: ModelRef) -> str:
 
 def load_tokenizer(spec: str):
     """Load a fast tokenizer for a model spec (alias, dir, gguf or hub id)."""
+    from ctxbench.harness.core.extras import require_extra
+
     ref = resolve(spec)
+    require_extra("hf", modules=("transformers",), for_="loading a tokenizer")
     from transformers import AutoTokenizer
 
     try:

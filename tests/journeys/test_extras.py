@@ -93,3 +93,10 @@ def test_a_suite_with_an_lmeval_task_writes_no_run(user, without):
     r = user.run("ctxbench score --suite s.yaml --backend echo", env=without("lm_eval"))
     refused_in_one_line(r, "task lmeval/custom needs the lmeval extra (no module lm_eval): pip install 'ctxbench[lmeval]'")
     assert user.files() == {"s.yaml"}
+
+
+def test_a_plain_install_scoring_with_echo_names_the_hf_extra(user, without):
+    """`pip install ctxbench` alone: even the echo backend needs a tokenizer, which transformers loads."""
+    r = user.run("ctxbench score --backend echo --suite ruler-quick", env=without("torch", "transformers"))
+    refused_in_one_line(r, "loading a tokenizer needs the hf extra (no module transformers): pip install 'ctxbench[hf]'")
+    assert user.files() == set()
