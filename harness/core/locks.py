@@ -59,8 +59,17 @@ def single_writer(lock_path: str | Path, *, what: str, noun: str = "it", fix: st
 
 @contextlib.contextmanager
 def output_writer(out_dir: str | Path, *, what: str | None = None, fix: str = "wait for it to finish") -> Iterator[Path]:
-    """single_writer() for an output directory: creates it and holds its lock file inside it."""
+    """single_writer() for an output directory: holds its lock file inside it. A directory this call created and
+    nothing but the lock was written to (the command refused its input, or was refused) is removed again."""
     out = Path(out_dir)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    with single_writer(out / LOCK_NAME, what=what or str(out), fix=fix):
-        yield out
+    lock = out / LOCK_NAME
+    try:
+        with single_writer(lock, what=what or str(out), fix=fix):
+            yield out
+    finally:
+        if created and {p.name for p in out.iterdir()} <= {LOCK_NAME, holder_path(lock).name}:
+            lock.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                out.rmdir()

@@ -213,11 +213,13 @@ def test_prose_replies_are_retried_then_dropped_and_counted(tmp_path, smol_token
 def test_killed_generation_reruns_only_the_rest_byte_identically(tmp_path, smol_tokenizer, data_dir):
     import shutil
 
+    from ctxbench.harness.core.locks import LOCK_NAME  # the one-writer lock file stays in out_dir
+
     cut = tiny_data(tmp_path, data_dir)
     gen = stub_generator(cut, smol_tokenizer)
     synthesize(cut, generator=gen)
     total = gen._backend.calls
-    files = {p.name: p.read_bytes() for p in pathlib.Path(cut.out_dir).iterdir()}
+    files = {p.name: p.read_bytes() for p in pathlib.Path(cut.out_dir).iterdir() if p.name != LOCK_NAME}
     assert len(files) == 3 and json.loads(files["manifest.json"])["counts"]["generator"]["calls"] == total
     shutil.rmtree(cut.out_dir)
     shutil.rmtree(cut.cache_dir)  # start over, and kill this run after k calls
@@ -228,7 +230,7 @@ def test_killed_generation_reruns_only_the_rest_byte_identically(tmp_path, smol_
     rerun = stub_generator(cut, smol_tokenizer)
     synthesize(cut, generator=rerun)
     assert rerun._backend.calls == total - k
-    assert {p.name: p.read_bytes() for p in pathlib.Path(cut.out_dir).iterdir()} == files
+    assert {p.name: p.read_bytes() for p in pathlib.Path(cut.out_dir).iterdir() if p.name != LOCK_NAME} == files
     third = stub_generator(cut, smol_tokenizer)
     synthesize(cut, generator=third)  # finished: reused as is
     assert third._backend.calls == 0

@@ -225,7 +225,16 @@ def build_pools(docs: list[Hierarchy], gen: Generator, cfg: HQADataConfig) -> li
 # --- the whole synthesis ------------------------------------------------------------------------
 def synthesize(cfg: HQADataConfig, *, data_dir: Path | None = None, on_calls: Callable[[int], None] | None = None,
                generator: Generator | None = None) -> dict[str, Any]:
-    """Write cfg.out_dir (shards + manifest.json) and return the manifest; a finished identical synthesis is reused."""
+    """Write cfg.out_dir (shards + manifest.json) and return the manifest; a finished identical synthesis is reused.
+    One process writes an out_dir at a time (harness/core/locks.py)."""
+    from ctxbench.harness.core.locks import output_writer
+
+    with output_writer(cfg.out_dir, what=f"out_dir {cfg.out_dir}", fix="wait for it to finish, or give another out_dir"):
+        return _synthesize(cfg, data_dir=data_dir, on_calls=on_calls, generator=generator)
+
+
+def _synthesize(cfg: HQADataConfig, *, data_dir: Path | None, on_calls: Callable[[int], None] | None,
+                generator: Generator | None) -> dict[str, Any]:
     from ctxbench.harness.core.models import cache_dir, load_tokenizer, tokenizer_fingerprint
     from ctxbench.trainers.hqa.chat import IGNORE, require_chat_template, tokenize
 

@@ -165,7 +165,15 @@ def plan_sample(sample: QASample, chunks: list[Chunk], scores: np.ndarray, cfg: 
 
 
 def synthesize(cfg: LogoDataConfig, *, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Build (or reuse) the LOGO data of `cfg`; returns the manifest. Bad input fails with one line before any work."""
+    """Build (or reuse) the LOGO data of `cfg`; returns the manifest. Bad input fails with one line before any work.
+    One process writes an out_dir at a time (harness/core/locks.py)."""
+    from ctxbench.harness.core.locks import output_writer
+
+    with output_writer(cfg.out_dir, what=f"out_dir {cfg.out_dir}", fix="wait for it to finish, or give another out_dir"):
+        return _synthesize(cfg, progress=progress)
+
+
+def _synthesize(cfg: LogoDataConfig, *, progress: Callable[[int, int], None] | None) -> dict[str, Any]:
     from ctxbench.harness.core import registry
     from ctxbench.harness.core.models import load_tokenizer, tokenizer_fingerprint
     from ctxbench.harness.core.prompting import PromptRenderer
