@@ -310,7 +310,7 @@ def record_page() -> str:
     lines = ["# Record fields", "",
              f"Generated from `ctxbench.harness.core.types` and `ctxbench.harness.runner` at every docs build. "
              f"Current schema version: **{types.SCHEMA_VERSION}** (see [Store and record](../store.md) for the files, "
-             "and the changelog for what changed between versions).", ""]
+             "and the [Changelog](../changelog.md) for what changed between versions).", ""]
     for cls in _record_classes():
         notes = field_comments(cls)
         lines += [f"## `{cls.__name__}`", "", cell(inspect.getdoc(cls) or ""), "",
