@@ -94,6 +94,8 @@ CONFIG_FAULTS = [  # file written, shipped config, text replaced, replacement
     ("study_eval_task.yaml", STUDY, "{task: niah/multi,", "{task: niah/nosuch,"),
     ("study_eval_backend_arg.yaml", STUDY, "backend_args: {dtype: float32}", "backend_args: {dtipe: float32}"),
     ("study_corpus_missing.yaml", STUDY, 'path: "stdlib:"', "path: nowhere/corpus.jsonl"),
+    ("study_name_a_path.yaml", STUDY, "name: cpu-stdlib\n", "name: ../../X\n"),
+    ("study_method_dotdot.yaml", STUDY, "{name: splice-repo,", "{name: '..',"),
     ("study.yaml", STUDY, "", ""),
 ]
 
@@ -224,6 +226,8 @@ def cases(f: dict[str, str]) -> dict[str, tuple[list[str], str]]:
         "data_hqa_out_under_a_file": (["data", "hqa", "--config", f["hqa_data.yaml"], "--out", f["a_file"] + "/o"], "--out"),
         # study
         "study_missing": (["study", str(tmp / "nope.yaml")], "does not exist"),
+        "study_name_a_path": (["study", f["study_name_a_path.yaml"]], "name: '../../X' is not a plain name"),
+        "study_method_dotdot": (["study", f["study_method_dotdot.yaml"]], "'..' is not a plain name"),
         "study_not_utf8": (["study", f["study_latin1.yaml"]], "not UTF-8"),
         "study_unknown_key": (["study", f["study_unknown_key.yaml"]], "sedes"),
         "study_bad_reference": (["study", f["study_reference.yaml"]], "reference 'nosuch'"),
