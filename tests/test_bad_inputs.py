@@ -164,6 +164,14 @@ def cases(f: dict[str, str]) -> dict[str, tuple[list[str], str]]:
         "suite_unknown_task_arg": ([*score, "--suite", s(tmp, "ruler/niah_multikey_1", {"num_keyz": 8})], "num_keyz"),
         "essays_for_a_noise_haystack": ([*score, "--suite", s(tmp, "ruler/niah_single_1", {"essays": f["few_words.txt"]})],
                                         "only read with haystack: essay"),
+        # the plan step (issue 21 items 5, 17, 18)
+        "suite_task_twice": ([*score, "--suite", suite(tmp, "twice.yaml", GOOD.replace("[ruler/niah_single_1]",
+                                                                                        "[kv/retrieval, kv/retrieval]"))],
+                             "tasks.1: kv/retrieval listed twice; give it a distinct `name`"),
+        "length_over_the_bound": ([*score, "--lengths", "1000000000"], "CTXBENCH_MAX_LENGTH"),
+        "length_over_the_bound_middle": ([*score, "--lengths", "1000000000", "--truncation", "middle"], "CTXBENCH_MAX_LENGTH"),
+        "length_too_short_for_a_task": ([*score, "--suite", s(tmp, "kv/retrieval", {}), "--lengths", "256"],
+                                        "too short for kv/retrieval"),
         # data files
         "essays_empty": ([*score, "--suite", s(tmp, "ruler/niah_single_2", {"essays": f["empty_essays"]})], "0 words"),
         "essays_too_few_words": ([*score, "--suite", s(tmp, "ruler/niah_single_2", {"essays": f["few_words.txt"]})], "words"),
