@@ -77,6 +77,7 @@ CONFIG_FAULTS = [  # file written, shipped config, text replaced, replacement
     ("logo_lora_key.yaml", LOGO, "r: 8,", "rank: 8,"),
     ("logo_no_data.yaml", LOGO, "path: runs/data/logo-tiny", "path: nowhere/logo"),
     ("logo.yaml", LOGO, "", ""),
+    ("cpt_deepspeed.yaml", "trainers/cpt-tiny.yaml", "max_steps: 40", "max_steps: 40\ndeepspeed: zero4"),
     ("hqa_stage_key.yaml", HQA, "    seq_len: 1024", "    seq_length: 1024"),
     ("hqa_stage_data_missing.yaml", HQA, "data: configs/data/hqa-tiny.yaml", "data: nowhere/hqa.yaml"),
     ("hqa.yaml", HQA, "", ""),
@@ -208,6 +209,8 @@ def cases(f: dict[str, str]) -> dict[str, tuple[list[str], str]]:
         "import_a_directory": (["board", "import", f["tmp"], "--store", "{store}"], "is a directory"),
         # train (relative paths in the configs resolve under tmp: the test runs there)
         "train_unknown_method": (["train", "nope", "--config", f["logo.yaml"]], "unknown trainer 'nope'"),
+        "train_config_unknown_name": (["train", "cpt", "--config", "cpt-tinny"], "give a file's path or a shipped name: "),
+        "train_deepspeed_unknown": (["train", "cpt", "--config", f["cpt_deepspeed.yaml"]], "deepspeed: zero4 does not exist"),
         "train_logo_unknown_key": (["train", "logo", "--config", f["logo_unknown_key.yaml"]], "betta: unknown key"),
         "train_logo_ill_typed": (["train", "logo", "--config", f["logo_ill_typed.yaml"]], "beta:"),
         "train_logo_lora_key": (["train", "logo", "--config", f["logo_lora_key.yaml"]], "lora.rank"),
@@ -234,6 +237,10 @@ def cases(f: dict[str, str]) -> dict[str, tuple[list[str], str]]:
         "data_hqa_out_under_a_file": (["data", "hqa", "--config", f["hqa_data.yaml"], "--out", f["a_file"] + "/o"], "--out"),
         # study
         "study_missing": (["study", str(tmp / "nope.yaml")], "does not exist"),
+        "study_unknown_name": (["study", "cpu-stdlibb", "--check"], "among the shipped configs/studies"),
+        "openai_url_credentials_and_key": (["score", "--backend", "openai", "--suite", "{garbage_suite}", "--backend-arg",
+                                            "base_url=http://u:p@127.0.0.1:9/v1", "--backend-arg", "api_key_env=HOME"],
+                                           "backend_args.api_key_env sets a Bearer key"),
         "study_name_a_path": (["study", f["study_name_a_path.yaml"]], "name: '../../X' is not a plain name"),
         "study_method_dotdot": (["study", f["study_method_dotdot.yaml"]], "'..' is not a plain name"),
         "study_not_utf8": (["study", f["study_latin1.yaml"]], "not UTF-8"),

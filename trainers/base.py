@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ctxbench.harness.core.config import one_line, resolve_config
 from ctxbench.harness.core.errors import ConfigError
@@ -107,6 +107,13 @@ class TrainerConfig(BaseModel):
                          "(measured at start), on a GPU torch's default")
     dataloader_workers: int = Field(0, ge=0, description="DataLoader worker processes")
     extra_args: dict[str, Any] = Field(default_factory=dict, description="more transformers.TrainingArguments keys (escape hatch)")
+
+    @field_validator("deepspeed")
+    @classmethod
+    def _deepspeed_exists(cls, v):
+        if v is not None:
+            deepspeed_path(v)  # a preset, configs/deepspeed/NAME.json or a file: one line now, not after the data is made
+        return v
 
     def config_hash(self) -> str:
         blob = json.dumps(self.model_dump(mode="json", exclude=VOLATILE), sort_keys=True)
