@@ -93,7 +93,8 @@ def run_page(page: Path, cwd: Path, env: dict[str, str]) -> list[tuple[Step, str
 def update(page: Path, compared: list[tuple[Step, str]]) -> None:
     text = page.read_text()
     for step, actual in sorted(compared, key=lambda c: -c[0].span[0]):
-        text = text[: step.span[0]] + actual.strip("\n") + "\n" + text[step.span[1]:]
+        shown = "\n".join(line.rstrip() for line in actual.strip("\n").splitlines())
+        text = text[: step.span[0]] + shown + "\n" + text[step.span[1]:]
     page.write_text(text)
 
 
