@@ -219,7 +219,9 @@ def build_report(
     if df.empty:  # only short-context results: no length axis to report
         sections = [s for s in (provenance, short_section) if s is not None]
         results = {**base, "short_context": short_records}
-        return _write(out, title, head, sections, results, results_csv(None, None, None, _short_frame(short_records["tasks"])))
+        report = _write(out, title, head, sections, results, results_csv(None, None, None, _short_frame(short_records["tasks"])))
+        write_ruler_summaries(out, df, pd.DataFrame(columns=["model", "task", "length", "source"]))  # none: old ones go
+        return report
     tasks = task_length_table(df[df["task"] != AVG_TASK], long_cells, n_boot=n_boot, seed=seed, ci=ci)
     avgs = length_averages(df, long_cells, n_boot=n_boot, seed=seed, ci=ci)
     thr = resolve_threshold(avgs, threshold)

@@ -222,8 +222,9 @@ def reported_frame(root: Path) -> pd.DataFrame:
     return pd.concat([import_reported_csv(f) for f in files], ignore_index=True) if files else pd.DataFrame()
 
 
-def import_reported(root: Path, csv: Path) -> int:
-    """Validate a published-results CSV, then keep a copy in the store so every board includes it."""
+def import_reported(root: Path, csv: Path) -> tuple[int, Path | None]:
+    """Validate a published-results CSV, then keep a copy in the store so every board includes it.
+    Returns its row count and the copy already in the store holding these very bytes (None: copied now)."""
     from ctxbench.leaderboard import import_reported_csv
 
     if not csv.exists():
@@ -234,8 +235,9 @@ def import_reported(root: Path, csv: Path) -> int:
         raise ConfigError(str(e)) from None
     content = csv.read_bytes()
     kept = sorted((Path(root) / REPORTED_DIR).glob("*.csv"))
-    if any(p.read_bytes() == content for p in kept):
-        return len(rows)  # this very table is in the store already
+    same = next((p for p in kept if p.read_bytes() == content), None)
+    if same is not None:
+        return len(rows), same
     keys = set(zip(rows["model"], rows["task"], rows["length"]))
     for p in kept:
         old = import_reported_csv(p)
@@ -245,7 +247,7 @@ def import_reported(root: Path, csv: Path) -> int:
                               f"from {p.name}; rename the model in one table (e.g. add the paper), or delete {p}")
     # Keyed by content: two papers' tables are often both called table1.csv or results.csv.
     atomic_write(Path(root) / REPORTED_DIR / f"{csv.stem}-{hashlib.sha256(content).hexdigest()[:8]}.csv", content)
-    return len(rows)
+    return len(rows), None
 
 
 def examples(df: pd.DataFrame, per_task: int = 2) -> list[dict]:

@@ -66,7 +66,15 @@ def files(tmp_path: Path) -> dict[str, str]:
     garbage = tmp_path / "garbage_store"
     (garbage / "run-x").mkdir(parents=True)
     (garbage / "run-x" / "record.json").write_text("{not json")
-    return {p.name: str(p) for p in t.iterdir()} | {"garbage_store": str(garbage), "tmp": str(tmp_path)}
+    # a store holding a paper's table and a training (no scored run): a clashing import, --runs naming the training
+    kept = tmp_path / "kept_store"
+    (kept / "_reported").mkdir(parents=True)
+    (kept / "_reported" / "paper-0a1b2c3d.csv").write_text("model,task,length,score\nX,avg,4096,50\n")
+    (kept / "train-x").mkdir()
+    (kept / "train-x" / "record.json").write_text('{"run_id": "train-x", "kind": "train", "trainer": "cpt", "config": {}}')
+    (t / "clash.csv").write_text("model,task,length,score\nX,avg,4096,60\n")
+    return {p.name: str(p) for p in t.iterdir()} | {"garbage_store": str(garbage), "kept_store": str(kept),
+                                                    "tmp": str(tmp_path)}
 
 
 LOGO, HQA, LOGO_DATA, HQA_DATA, STUDY = ("trainers/logo-tiny.yaml", "trainers/hqa-sft-tiny.yaml", "data/logo-tiny.yaml",
@@ -202,6 +210,10 @@ def cases(f: dict[str, str]) -> dict[str, tuple[list[str], str]]:
         "board_unknown_run": (["board", "build", "--store", "{store}", "--out", "{out}", "--runs", "nope"], "--runs"),
         "board_garbage_record": (["board", "build", "--store", f["garbage_store"], "--out", "{out}"], "record.json"),
         "board_out_under_a_file": (["board", "build", "--store", f["garbage_store"], "--out", f["a_file"] + "/b"], "--out"),
+        "board_runs_names_a_training": (["board", "build", "--store", f["kept_store"], "--out", "{out}", "--runs", "train-x"],
+                                        "is a training, not a scored run"),
+        "import_clashes_with_a_kept_table": (["board", "import", f["clash.csv"], "--store", f["kept_store"]],
+                                             "already imported from paper-0a1b2c3d.csv"),
         "import_missing": (["board", "import", str(tmp / "nope.csv"), "--store", "{store}"], "does not exist"),
         "import_bad_length": (["board", "import", f["bad_length.csv"], "--store", "{store}"], "length"),
         "import_huge_field": (["board", "import", f["huge.csv"], "--store", "{store}"], "huge.csv line"),
@@ -237,12 +249,12 @@ def cases(f: dict[str, str]) -> dict[str, tuple[list[str], str]]:
         "data_hqa_out_under_a_file": (["data", "hqa", "--config", f["hqa_data.yaml"], "--out", f["a_file"] + "/o"], "--out"),
         # study
         "study_missing": (["study", str(tmp / "nope.yaml")], "does not exist"),
+        "study_name_a_path": (["study", f["study_name_a_path.yaml"]], "name: '../../X' is not a plain name"),
+        "study_method_dotdot": (["study", f["study_method_dotdot.yaml"]], "'..' is not a plain name"),
         "study_unknown_name": (["study", "cpu-stdlibb", "--check"], "among the shipped configs/studies"),
         "openai_url_credentials_and_key": (["score", "--backend", "openai", "--suite", "{garbage_suite}", "--backend-arg",
                                             "base_url=http://u:p@127.0.0.1:9/v1", "--backend-arg", "api_key_env=HOME"],
                                            "backend_args.api_key_env sets a Bearer key"),
-        "study_name_a_path": (["study", f["study_name_a_path.yaml"]], "name: '../../X' is not a plain name"),
-        "study_method_dotdot": (["study", f["study_method_dotdot.yaml"]], "'..' is not a plain name"),
         "study_not_utf8": (["study", f["study_latin1.yaml"]], "not UTF-8"),
         "study_unknown_key": (["study", f["study_unknown_key.yaml"]], "sedes"),
         "study_bad_reference": (["study", f["study_reference.yaml"]], "reference 'nosuch'"),

