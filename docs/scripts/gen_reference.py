@@ -251,6 +251,19 @@ ROW_MEANING = {
     "position": "gold position of KV retrieval", "meta": "task-specific extras",
 }
 
+MANIFEST_MEANING = {
+    "trainer": "the registered trainer (cpt, hqa_sft, logo, ...)", "run_id": "the training's run id in the store",
+    "label": "the display name", "config_hash": "hash of the config keys that change the weights",
+    "data_hash": "hash of the training data's content", "base_model": "the starting checkpoint (or scratch-<type>)",
+    "base_model_gguf": "the GGUF file the base model was converted from, if any", "parameters": "parameter counts",
+    "seq_len": "training sequence length", "tokens": "tokens trained, in the data, and held out for evaluation",
+    "steps": "optimizer steps taken", "train_loss": "last training loss", "eval_loss": "last validation loss",
+    "resumed_from_step": "the checkpoint step this session resumed from (null: from the start)",
+    "seconds": "wall time of the last session", "rope": "the RoPE settings applied (theta, scaling)",
+    "run_dir": "the training's run directory", "created": "when the weights were saved (UTC)",
+    "config": "the full validated config",
+}
+
 
 def field_comments(cls) -> dict[str, str]:
     """The comment of each field of a dataclass: the `# ...` on its line, or the comment lines just above it."""
@@ -271,17 +284,33 @@ def field_comments(cls) -> dict[str, str]:
     return out
 
 
+def dict_keys(module, *, function: str | None = None, target: str | None = None) -> list[str]:
+    """The string keys of the dict literal that `function` in `module` returns, or that any function (or `function`)
+    assigns to `target`."""
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.FunctionDef) and node.name == (function or node.name):
+            for sub in ast.walk(node):
+                if target is None and isinstance(sub, ast.Return) and isinstance(sub.value, ast.Dict):
+                    return [k.value for k in sub.value.keys if isinstance(k, ast.Constant)]
+                if (target is not None and isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Dict)
+                        and any(isinstance(t, ast.Name) and t.id == target for t in sub.targets)):
+                    return [k.value for k in sub.value.keys if isinstance(k, ast.Constant)]
+    what = f"assigns a dict literal to `{target}`" if target else f"`{function}` returns a dict literal"
+    raise RuntimeError(f"{module.__name__}: no function {what}; update docs/scripts/gen_reference.py")
+
+
 def row_keys() -> list[str]:
     """The keys of a sample row, read from the dict literal that harness/runner.py's `_row` returns."""
     from ctxbench.harness import runner
 
-    tree = ast.parse(inspect.getsource(runner))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == "_row":
-            for sub in ast.walk(node):
-                if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Dict):
-                    return [k.value for k in sub.value.keys if isinstance(k, ast.Constant)]
-    raise RuntimeError("harness/runner.py: no `_row` returning a dict literal; update docs/scripts/gen_reference.py")
+    return dict_keys(runner, function="_row")
+
+
+def manifest_keys() -> list[str]:
+    """The keys of ctxbench_manifest.json, read from the dict literal trainers/loop.py assigns to `manifest`."""
+    from ctxbench.trainers import loop
+
+    return dict_keys(loop, target="manifest")
 
 
 def _record_classes() -> list[type]:
@@ -328,6 +357,12 @@ def record_page() -> str:
     lines += ["## Sample rows", "", "Each line of a run's `samples*.jsonl` is one JSON object with these keys, in this "
               "order (from `_row` in `harness/runner.py`):", "", "| key | meaning |", "|---|---|"]
     lines += [f"| `{k}` | {cell(ROW_MEANING.get(k, 'not described yet')).replace('`', '')} |" for k in row_keys()]
+    lines.append("")
+    lines += ["## Training manifest", "", "`ctxbench_manifest.json`, written beside the weights of every checkpoint a "
+              "ctxbench trainer saves (from `trainers/loop.py`; a trainer may add keys through "
+              "`manifest_extra`). Scoring the checkpoint copies it into the record's `training`.", "",
+              "| key | meaning |", "|---|---|"]
+    lines += [f"| `{k}` | {cell(MANIFEST_MEANING.get(k, 'not described yet'))} |" for k in manifest_keys()]
     lines.append("")
     return "\n".join(lines)
 
