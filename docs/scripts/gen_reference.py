@@ -44,15 +44,14 @@ def code(text: object, limit: int = 60) -> str:
 
 
 def _commands(cmd, ctx, path):
-    """Every command below `cmd` (depth first), with the click context `--help` would use."""
-    from typer._click.core import Context
-
+    """Every command below `cmd` (depth first), with the click context `--help` would use (built from the command's
+    own context class: typer vendors click in some versions)."""
     yield path, cmd, ctx
     if hasattr(cmd, "list_commands"):
         for name in cmd.list_commands(ctx):
             sub = cmd.get_command(ctx, name)
             if sub is not None and not getattr(sub, "hidden", False):
-                yield from _commands(sub, Context(sub, info_name=name, parent=ctx), f"{path} {name}")
+                yield from _commands(sub, sub.context_class(sub, info_name=name, parent=ctx), f"{path} {name}")
 
 
 def _param_rows(cmd, ctx) -> list[str]:
@@ -74,7 +73,6 @@ def _param_rows(cmd, ctx) -> list[str]:
 def cli_page() -> str:
     """Every command of `ctxbench`, its usage, help and options with defaults, from the typer app itself."""
     import typer.main
-    from typer._click.core import Context
 
     from ctxbench.harness import cli
 
@@ -82,7 +80,7 @@ def cli_page() -> str:
     lines = ["# CLI reference", "",
              "Generated from the typer app (`ctxbench.harness.cli.app`) at every docs build, so it says what "
              "`ctxbench COMMAND --help` says. Exit codes are explained in [Troubleshooting](../troubleshooting.md#exit-codes).", ""]
-    for path, cmd, ctx in _commands(root, Context(root, info_name="ctxbench"), "ctxbench"):
+    for path, cmd, ctx in _commands(root, root.context_class(root, info_name="ctxbench"), "ctxbench"):
         lines += [f"## `{path}`", "", cell(inspect.cleandoc(cmd.help or "")).replace("\\|", "|"), "",
                   "```text", cmd.get_usage(ctx).strip(), "```", ""]
         rows = _param_rows(cmd, ctx)
