@@ -141,31 +141,10 @@ def effective_length(
         lower = group["lo"].to_numpy(dtype=float)
         lower_known = bool(np.isfinite(lower).all())
         lower_len = _graded_length(lengths, _above(lower * 100, thr), rule) if lower_known else None
-        rows.append(
-            (
-                model,
-                _graded_length(lengths, passes, rule),
-                lower_len,
-                lower_known,
-                bool(passes.all()),
-                int(lengths[0]),
-                int(lengths[-1]),
-                "",
-            )
-        )
-    out = pd.DataFrame(
-        rows,
-        columns=[
-            "model",
-            "effective_length",
-            "effective_length_lower",
-            "lower_known",
-            "passes_all",
-            "shortest",
-            "longest",
-            "withheld",
-        ],
-    )
+        rows.append((model, _graded_length(lengths, passes, rule), lower_len, lower_known, bool(passes.all()),
+                     int(lengths[0]), int(lengths[-1]), ""))
+    out = pd.DataFrame(rows, columns=["model", "effective_length", "effective_length_lower", "lower_known",
+                                      "passes_all", "shortest", "longest", "withheld"])
     for col in ("effective_length", "effective_length_lower"):
         out[col] = out[col].astype("Int64")
     out.attrs["threshold"] = thr

@@ -135,7 +135,8 @@ def _sections(
                                 paragraphs=("Mean of task means within each category, over each model's common task set.",)))
     drawn = avgs[pd.notna(avgs["mean"])]
     _, apart = comparison_groups(summary)
-    labels = {r.model: f"{r.model} ({curve_tasks(r)})" for r in summary.itertuples()}
+    labels = {r.model: f"{r.model} ({curve_tasks(r)}{'; other tasks' if r.model in apart else ''})"
+              for r in summary.itertuples()}
     curve_notes = ["Error bars: the intervals of the main table." if pd.notna(drawn["lo"]).any() else "",
                    "Dashed lines: reported numbers." if (drawn["source"] == "reported").any() else "",
                    "Dotted coloured lines: models scored on other tasks, not comparable with the rest." if apart else "",
