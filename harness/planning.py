@@ -28,6 +28,7 @@ from ctxbench.harness.core.fitting import resolve_mode
 from ctxbench.harness.core.io import slug
 from ctxbench.harness.core.models import tokenizer_fingerprint, weights_fingerprint
 from ctxbench.harness.core.prompting import PromptRenderer
+from ctxbench.harness.core.redact import redact_all, url_secrets
 from ctxbench.harness.core.store import RunStore, check_identity
 from ctxbench.harness.core.types import EXECUTION_ARGS
 from ctxbench.harness.plan_size import Estimate, check_size, estimate
@@ -60,6 +61,10 @@ class RunPlan:
         prefix = f"{slug(self.label or Path(self.model).name or self.model)}-{slug(self.suite.name)}"
         new = f"{prefix}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
         return new if (Path(self.out_dir) / new).exists() else (_older_run(self, prefix) or new)
+
+    def secrets(self) -> list[str]:
+        """URL passwords and tokens in the backend arguments: redacted wherever the record holds them."""
+        return [s for v in self.backend_args.values() if isinstance(v, str) for s in url_secrets(v)]
 
     def in_shard(self, sample_id: str) -> bool:
         i, n = self.shard
@@ -132,7 +137,8 @@ def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None) -> Prepa
     size.check_memory()
     for task in {c.task.name: c.task for c in cells}.values():
         require(model, task.needs, why=f"task {task.name}")
-    identity = {"model": plan.model, "backend": getattr(model, "name", plan.backend), "identity_args": plan.identity_args(),
+    identity = {"model": plan.model, "backend": getattr(model, "name", plan.backend),
+                "identity_args": redact_all(plan.identity_args(), plan.secrets()),  # as the record stores them
                 "tokenizer_fingerprint": tokenizer_fingerprint(model.tokenizer), "template": renderer.template,
                 "model_fingerprint": model_fingerprint(model, plan.model), "seed": suite.seed,
                 "truncation": suite.truncation, "suite_config": suite.model_dump(mode="json")}

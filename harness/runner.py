@@ -40,7 +40,7 @@ from ctxbench.harness.core.config import Suite
 from ctxbench.harness.core.metrics import is_empty
 from ctxbench.harness.core.progress import progress
 from ctxbench.harness.core.provenance import versions
-from ctxbench.harness.core.redact import redact_all, url_secrets
+from ctxbench.harness.core.redact import redact_all
 from ctxbench.harness.core.signals import Interrupted
 from ctxbench.harness.core.store import RunStore, error_reason
 from ctxbench.harness.core.types import EXECUTION_ARGS, Prediction, Request, RunRecord, Sample, TokenLogprobs
@@ -163,7 +163,7 @@ def _now() -> str:
 def _record(ready: Prepared, backend: Any) -> tuple[RunRecord, dict[str, Any]]:
     """The run's record (identity from the plan step) and this invocation's session entry (its execution settings)."""
     plan, cells, now = ready.plan, ready.cells, _now()
-    secrets = [s for v in plan.backend_args.values() if isinstance(v, str) for s in url_secrets(v)]
+    secrets = plan.secrets()
     command = redact_all(sys.argv, secrets)  # no URL password or token reaches the record
     planned: dict[str, dict[str, int]] = {}
     for c in cells:
@@ -178,7 +178,7 @@ def _record(ready: Prepared, backend: Any) -> tuple[RunRecord, dict[str, Any]]:
         label=plan.label or plan.model, model_fingerprint=ident["model_fingerprint"],
         plan=planned, external=[t.name for t in ready.external], training=training_provenance(plan.model),
         losses=sorted({c.task.name for c in cells if c.task.needs == "prompt_logprobs"}),
-        identity_args=redact_all(ident["identity_args"], secrets))
+        identity_args=ident["identity_args"])
     i, n = plan.shard
     session = {"started": now, "shard": f"{i}/{n}", "command": command, "versions": record.versions,
                "host": platform.node(), "pid": os.getpid(), "execution": execution(plan, info, secrets)}
