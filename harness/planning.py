@@ -153,21 +153,24 @@ def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None) -> Prepa
     complete = bool(done) and all(j in done for c in cells for j in c.ids()) and (
         i != 0 or all(t.is_complete(store.dir) for t in external))
     if not complete:
-        _check_tasks(cells, ctx, suite.seed)
+        _check_tasks(cells, ctx, suite.seed, done)
     return Prepared(plan, model, renderer, ctx, cells, external, store, identity, size, done, complete)
 
 
-def _check_tasks(cells: list[Cell], ctx: GenContext, seed: int) -> None:
-    """Bad task data, and a length too short for a task: the first sample of each task's shortest cell."""
-    for task in {id(c.task): c.task for c in cells if c.indices}.values():
+def _check_tasks(cells: list[Cell], ctx: GenContext, seed: int, done: frozenset[str]) -> None:
+    """Bad task data, and a length too short for a task: the first pending sample of each task's shortest cell
+    (a longer length fits if a shorter one does), built without the sample cache."""
+    pending = [(c, [j for j, sid in zip(c.indices, c.ids()) if sid not in done]) for c in cells]
+    pending = [(c, todo) for c, todo in pending if todo]
+    for task in {id(c.task): c.task for c, _ in pending}.values():
         if hasattr(task, "prepare"):
             task.prepare(ctx)
-    shortest: dict[str, Cell] = {}
-    for c in cells:
-        if c.indices and (c.task.name not in shortest or c.length < shortest[c.task.name].length):
-            shortest[c.task.name] = c
-    for c in shortest.values():
-        next(datasets.iter_samples(c.task, length=c.length, indices=c.indices[:1], seed=seed, ctx=ctx, use_cache=False))
+    shortest: dict[str, tuple[Cell, list[int]]] = {}
+    for c, todo in pending:
+        if c.task.name not in shortest or c.length < shortest[c.task.name][0].length:
+            shortest[c.task.name] = (c, todo)
+    for c, todo in shortest.values():
+        next(datasets.iter_samples(c.task, length=c.length, indices=todo[:1], seed=seed, ctx=ctx, use_cache=False))
 
 
 def open_model(plan: RunPlan, truncation: str) -> Any:
