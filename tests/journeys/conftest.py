@@ -112,13 +112,6 @@ def user(tmp_path: Path) -> User:
 
 
 @pytest.fixture(scope="session")
-def data_dir() -> Path:
-    if not (DATA_DIR / "pg_essays").is_dir():
-        pytest.skip(f"shared test data not found at {DATA_DIR}")
-    return DATA_DIR
-
-
-@pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory) -> Path:
     """configs/trainers/cpt-tiny.yaml trained once per test session (a few steps; 512-token context), typed as a user
     types it from a directory outside the checkout. Journeys copy it before changing it."""
