@@ -125,6 +125,8 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
     console = console or Console(stderr=True)
     ready = prepare(plan, fresh=fresh, backend=backend)
     if ready.complete:
+        console.print(f"{ready.store.dir.name}: all {ready.planned} samples are scored already; the table is from the store",
+                      highlight=False, style="dim")
         return RunOutcome(ready.store, planned=ready.planned, done=ready.planned)
     backend = ready.model.build() if backend is None else backend
     check_lengths(ready.cells, backend, plan.suite.truncation)  # a built backend may state a shorter context
