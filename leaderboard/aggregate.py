@@ -18,7 +18,7 @@ import pandas as pd
 from .bootstrap import cell_rng
 from .frame import AVG_TASK, normalise
 from .ranking import effective_length, resolve_threshold, weighted_averages
-from .stats import holm, mean_interval, paired_test, stratified_interval, verdict
+from .stats import holm, mean_interval, paired_test, sign_flip_interval, stratified_interval, verdict
 
 __all__ = [
     "PairedComparison",
@@ -48,9 +48,16 @@ def _cell_stats(df: pd.DataFrame, keys: list[str], *, n_boot: int, seed: int, ci
         if source == "reported":
             rows.append((*key, float(values.mean()), NAN, NAN, 0, "reported", source))
             continue
-        iv = mean_interval(values, level=ci, n_boot=n_boot, rng=cell_rng(seed, *key))
+        iv = mean_interval(values, level=ci, n_boot=n_boot, rng=cell_rng(seed, *key), clusters=_clusters(group))
         rows.append((*key, iv.mean, iv.lo, iv.hi, iv.n, iv.method, source))
     return pd.DataFrame(rows, columns=[*keys, "mean", "lo", "hi", "n", "method", "source"])
+
+
+def _clusters(rows: pd.DataFrame) -> list | None:
+    """The rows' `cluster` ids (samples sharing a haystack or document), or None when the frame records none."""
+    if "cluster" not in rows.columns or rows["cluster"].isna().all():
+        return None
+    return [c if pd.notna(c) else ("row", i) for i, c in enumerate(rows["cluster"])]
 
 
 def status(n: int, errored: int, pending: int, source: str = "measured") -> str:
@@ -152,7 +159,9 @@ def length_averages(
             note = "" if keep else "withheld: no task has a score at every length"
         in_set = group[group["task"].isin(keep)] if keep else group
         strata = [scores.loc[scores["task"] == t, "score"].to_numpy(dtype=float) for t in sorted(keep)]
-        iv = stratified_interval(strata, level=ci, n_boot=n_boot, rng=cell_rng(seed, model, length))
+        clusters = [_clusters(scores[scores["task"] == t]) for t in sorted(keep)]
+        iv = stratified_interval(strata, level=ci, n_boot=n_boot, rng=cell_rng(seed, model, length),
+                                 clusters=clusters if any(c is not None for c in clusters) else None)
         counts = {c: int(in_set[c].sum()) for c in CELL_COUNTS}
         rows.append({**base, "mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "method": iv.method, "n_tasks": len(keep),
                      "n_tasks_all": len(every), "n": iv.n, **counts,
@@ -240,7 +249,7 @@ class PairedComparison:
     n_unmatched_b: int
     verdict: str
     alpha: float = 0.05
-    ci: tuple[float, float] | None = None  # 95% interval of `overall` (None: too few differing pairs, see ci_note)
+    ci: tuple[float, float] | None = None  # 1 − alpha interval of `overall`, the inverted test (None: see ci_note)
     ci_note: str = ""
 
 
@@ -258,36 +267,37 @@ def _sample_scores(df: pd.DataFrame, model: str) -> pd.Series:
     return rows.groupby(PAIR_KEY)["score"].mean()
 
 
-def _tested(a: np.ndarray, b: np.ndarray, strata, rng) -> tuple:
-    t = paired_test(a, b, strata=strata, rng=rng)
+def _pair_clusters(df: pd.DataFrame, index: pd.MultiIndex) -> pd.Series | None:
+    """Each matched sample's cluster (shared haystack or document), or None when the frame records none."""
+    if "cluster" not in df.columns or df["cluster"].isna().all():
+        return None
+    ids = df[df["source"] == "measured"].groupby(PAIR_KEY)["cluster"].first().reindex(index)
+    return pd.Series([c if pd.notna(c) else ("row", i) for i, c in enumerate(ids)], index=index)
+
+
+def _tested(a: np.ndarray, b: np.ndarray, strata, rng, clusters=None) -> tuple:
+    t = paired_test(a, b, strata=strata, rng=rng, clusters=clusters)
     return t.n_pairs, t.n_discordant, t.diff, t.p_value
 
 
-def paired_interval(joined: pd.DataFrame, *, n_discordant: int, min_discordant: int = 10,
-                    level: float = 0.95) -> tuple[tuple[float, float] | None, str]:
-    """A t interval for the overall paired difference (the mean of the cells' mean differences, cells weighing
-    equally): SE² = Σ s_c² / n_c / C² with each cell's unbiased variance (a one-pair cell takes the pooled variance
-    of the others) and Satterthwaite degrees of freedom. Honest with the 1-4 pairs per cell of small runs, where a
-    bootstrap within cells would be too narrow by √((n-1)/n). Below `min_discordant` differing pairs there is no
-    interval: the exact test alone decides."""
-    from scipy import stats
-
+def paired_interval(joined: pd.DataFrame, *, n_discordant: int, min_discordant: int = 10, level: float = 0.95,
+                    p_value: float | None = None, clusters: Sequence | None = None,
+                    rng: np.random.Generator | None = None) -> tuple[tuple[float, float] | None, str]:
+    """The overall paired difference's interval (cells weighing equally), inverted from the sign-flip test that
+    gives the verdict (stats.sign_flip_interval; clusters flip together), so it excludes 0 exactly when the test
+    rejects at 1 − level. Given the test's own `p_value` (an exact sign test, or Monte Carlo on other draws), an
+    interval on the other side of the level is withheld and the test decides. Below `min_discordant` differing
+    pairs there is no interval either: the exact test alone decides."""
     if n_discordant < min_discordant:
         return None, f"no interval: {n_discordant} of the pairs differ (fewer than {min_discordant}); the exact test decides"
-    groups = [(g["a"] - g["b"]).to_numpy(dtype=float) for _, g in joined.groupby(level=["task", "length"], sort=True)]
-    multi = [d for d in groups if len(d) > 1]
-    if not multi:
-        return None, "no interval: every cell has one pair, so no within-cell variance can be estimated"
-    pooled = sum(((d - d.mean()) ** 2).sum() for d in multi) / sum(len(d) - 1 for d in multi)
-    terms = [((d.var(ddof=1) if len(d) > 1 else pooled) / len(d), max(len(d) - 1, 1)) for d in groups]
-    c = len(groups)
-    var = sum(v for v, _ in terms) / c**2
-    if var <= 0:
-        return None, "no interval: the differing pairs give no variance within any cell"
-    df = (sum(v for v, _ in terms) ** 2) / sum(v**2 / k for v, k in terms)
-    half = stats.t.ppf(0.5 + level / 2, df) * var**0.5
-    mean = sum(d.mean() for d in groups) / c
-    return (float(mean - half), float(mean + half)), f"t interval over cells, {df:.0f} df"
+    keys = joined.index.to_frame(index=False)
+    strata = list(zip(keys["task"], keys["length"]))
+    lo, hi, p_zero = sign_flip_interval(joined["a"].to_numpy(dtype=float), joined["b"].to_numpy(dtype=float),
+                                        strata=strata, clusters=clusters, level=level, rng=rng)
+    p = p_zero if p_value is None else p_value
+    if (lo <= 0 <= hi) == (p < 1 - level):
+        return None, f"no interval: at p = {p:.3g} the inverted interval falls on the other side of the level; the test decides"
+    return (lo, hi), "sign-flip test inverted, cells weighing equally" + ("; clusters flip together" if clusters else "")
 
 
 def paired_comparison(
@@ -306,22 +316,29 @@ def paired_comparison(
         raise ValueError(f"paired comparison: {model_a!r} and {model_b!r} share no (task, length, seed, index) samples")
     keys = joined.index.to_frame(index=False)
     cell_key = list(zip(keys["task"], keys["length"]))
+    clusters = _pair_clusters(df, joined.index)
+
+    def of(g: pd.DataFrame) -> list | None:
+        return None if clusters is None else clusters.loc[g.index].tolist()
+
     cell_rows = []
     for (task, length), g in joined.groupby(level=["task", "length"], sort=True):
         rng = cell_rng(seed, model_a, model_b, task, length)
-        cell_rows.append((task, length, *_tested(g["a"].to_numpy(), g["b"].to_numpy(), None, rng)))
+        cell_rows.append((task, length, *_tested(g["a"].to_numpy(), g["b"].to_numpy(), None, rng, of(g))))
     cells = pd.DataFrame(cell_rows, columns=["task", "length", "n", "n_discordant", "diff", "p"])
     cells["p_holm"] = holm(cells["p"].tolist())
     length_rows = []
     for length, g in joined.groupby(level="length", sort=True):
         tasks = g.index.get_level_values("task")
         rng = cell_rng(seed, model_a, model_b, length)
-        length_rows.append((length, len(set(tasks)), *_tested(g["a"].to_numpy(), g["b"].to_numpy(), list(tasks), rng)))
+        length_rows.append((length, len(set(tasks)), *_tested(g["a"].to_numpy(), g["b"].to_numpy(), list(tasks), rng,
+                                                              of(g))))
     by_length = pd.DataFrame(length_rows, columns=["length", "n_tasks", "n", "n_discordant", "diff", "p"])
     by_length["p_holm"] = holm(by_length["p"].tolist())
-    overall = paired_test(joined["a"].to_numpy(), joined["b"].to_numpy(), strata=cell_key,
+    overall = paired_test(joined["a"].to_numpy(), joined["b"].to_numpy(), strata=cell_key, clusters=of(joined),
                           rng=cell_rng(seed, model_a, model_b))
-    ci, ci_note = paired_interval(joined, n_discordant=overall.n_discordant)
+    ci, ci_note = paired_interval(joined, n_discordant=overall.n_discordant, level=1 - alpha, p_value=overall.p_value,
+                                  clusters=of(joined), rng=cell_rng(seed, model_a, model_b))
     return PairedComparison(
         model_a=model_a, model_b=model_b, cells=cells, by_length=by_length, overall=overall.diff, ci=ci, ci_note=ci_note,
         p_value=overall.p_value, method=overall.method, n_pairs=overall.n_pairs, n_discordant=overall.n_discordant,
