@@ -9,7 +9,10 @@ elsewhere). `ctxbench data pack` takes the `stdlib:` corpus syntax that trainer 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+
+import pytest
 
 from .conftest import User
 
@@ -27,6 +30,7 @@ def _checkpoint(out: str) -> str:
     return next(x for x in out.splitlines() if x.startswith("checkpoint: ")).removeprefix("checkpoint: ").strip()
 
 
+@pytest.mark.slow
 def test_the_same_training_in_two_directories_is_one_run(user: User, tmp_path: Path):
     command = "ctxbench train cpt --config configs/trainers/cpt-tiny.yaml --max-steps 1"
     first = user.run(command, timeout=900)
@@ -41,9 +45,22 @@ def test_the_same_training_in_two_directories_is_one_run(user: User, tmp_path: P
     assert _checkpoint(first.out) == _checkpoint(second.out)  # runs/train-cpt-tiny-standard-<same id>/model
 
 
-def test_data_pack_takes_the_stdlib_corpus_syntax(user: User):
+def test_data_pack_takes_the_stdlib_corpus_syntax_and_its_data_is_its_content(user: User, tmp_path: Path):
+    """`data pack` reads a `stdlib:` corpus; the same packing in another directory is the same data (the data hash a
+    training's run id is made of), and a packed directory copied elsewhere is still finished there."""
+    from ctxbench.trainers.data.shards import read_manifest
+
     (user.cwd / "pack.yaml").write_text(PACK)
     r = user.run("ctxbench data pack --config pack.yaml")
     assert r.code == 0, r.err[-3000:]
     manifest = json.loads((user.cwd / "packed" / "json" / "manifest.json").read_text())
     assert manifest["complete"] and manifest["shards"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(user.cwd / "pack.yaml", elsewhere)
+    assert user.run("ctxbench data pack --config pack.yaml", cwd=elsewhere).code == 0
+    assert read_manifest(elsewhere / "packed" / "json").data_hash == read_manifest(user.cwd / "packed" / "json").data_hash
+    moved = tmp_path / "moved"
+    shutil.copytree(user.cwd, moved)
+    again = user.run("ctxbench data pack --config pack.yaml", cwd=moved)
+    assert again.code == 0, again.err[-3000:]
