@@ -219,9 +219,14 @@ def middle_cut(tokenizer, ids: Sequence[int], keep: int) -> str:
     return left + right
 
 
+def head_cut(tokenizer, ids: Sequence[int], keep: int) -> str:
+    """The text of the first `keep` tokens: HELMET cuts the end of its context, not the middle."""
+    return tokenizer.decode(list(ids[:keep]), skip_special_tokens=True) if keep > 0 else ""
+
+
 def fit_context(ctx: GenContext, render: Callable[[str], Rendered], context: str, *, length: int, max_new_tokens: int,
-                what: str) -> Fit:
-    """Render with as much of the context as fits, cutting its middle, so prompt + generation <= length.
+                what: str, cut: Callable = middle_cut) -> Fit:
+    """Render with as much of the context as fits, cutting its middle (or as `cut` does), so prompt + generation <= length.
 
     Measures the prompt without context (a short tokenization), tokenizes the context once, cuts
     its ids to the room left, decodes and re-renders, and verifies the count of the final prompt;
@@ -244,7 +249,7 @@ def fit_context(ctx: GenContext, render: Callable[[str], Rendered], context: str
     else:
         keep = room
     for attempt in range(6):
-        rendered = render(middle_cut(ctx.tokenizer, ids, keep))
+        rendered = render(cut(ctx.tokenizer, ids, keep))
         tokens = ctx.count(rendered)
         if tokens <= budget:
             return Fit(rendered, tokens, n - keep, n)
