@@ -12,6 +12,8 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_dir
 
@@ -29,10 +31,12 @@ def resolve_corpus(corpus: dict[str, Any], root: Path) -> dict[str, Any]:
     wanted = [p.strip() for p in path.removeprefix("stdlib:").split(",") if p.strip()]
     tag = hashlib.sha256(f"{src}:{','.join(wanted)}".encode()).hexdigest()[:8]
     dest = root / "corpus" / f"stdlib-{tag}"
-    if not (dest / ".complete").exists():
-        with atomic_dir(dest) as tmp:
-            _copy_stdlib(src, wanted, tmp, path)
-        (dest / ".complete").write_text(str(src))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(dest) + ".lock"):  # two commands started at once (a study and a training) copy it once
+        if not (dest / ".complete").exists():
+            with atomic_dir(dest) as tmp:
+                _copy_stdlib(src, wanted, tmp, path)
+            (dest / ".complete").write_text(str(src))
     # as given (relative to the working directory when root is): an absolute path would enter the packing's config
     # hash, and the same packing copied or run in another directory would no longer be the same
     return {**corpus, "path": str(dest), "format": corpus.get("format", "repo")}
