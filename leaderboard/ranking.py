@@ -151,6 +151,34 @@ def effective_length(
     return out
 
 
+def relative_effective_length(avgs: pd.DataFrame, *, percent: float, rule: Rule = "max") -> pd.DataFrame:
+    """NoLiMa's effective length, relative to the model itself: the longest length whose score is at least
+    ``percent`` % of the model's own score at its shortest length (its base score), under ``rule`` as
+    :func:`effective_length`. Scale-free, so it applies to every task set; withheld while a cell is incomplete, and
+    when the base score is 0 (every length would pass). One row per model: ``relative_effective_length``,
+    ``relative_base`` (0..1) and ``relative_withheld``."""
+    if not 0 < percent <= 100:
+        raise ValueError(f"relative threshold must be a percentage in (0, 100], got {percent}")
+    rows = []
+    for model, group in avgs.sort_values("length").groupby("model", sort=True):
+        reason = withheld_reason(group)
+        group = group[np.isfinite(group["mean"].to_numpy(dtype=float))]
+        if group.empty or reason:
+            rows.append((model, None, np.nan, reason or "no scores"))
+            continue
+        scores = group["mean"].to_numpy(dtype=float)
+        if scores[0] <= 0:
+            rows.append((model, None, float(scores[0]), "score 0 at the shortest length"))
+            continue
+        bar = scores[0] * percent / 100
+        passes = (scores >= bar) | np.isclose(scores, bar, rtol=0, atol=1e-12)  # "at least": equal passes
+        rows.append((model, _graded_length(group["length"].to_numpy(), passes, rule), float(scores[0]), ""))
+    out = pd.DataFrame(rows, columns=["model", "relative_effective_length", "relative_base", "relative_withheld"])
+    out["relative_effective_length"] = out["relative_effective_length"].astype("Int64")
+    out.attrs["relative_percent"] = percent
+    return out
+
+
 def comparison_groups(summary: pd.DataFrame) -> tuple[set[str], set[str]]:
     """(models whose averages compare, models set apart): the first share the task set most models have (ties:
     more tasks), the others were scored on other tasks. A paper's own averages (task set "reported", tasks

@@ -27,7 +27,7 @@ from .aggregate import (
 )
 from .exports import provenance_section, results_csv, training_section, write_ruler_summaries
 from .frame import AVG_TASK, format_length, model_meta, normalise
-from .ranking import Rule, comparison_groups, effective_length, resolve_threshold, weighted_averages
+from .ranking import Rule, comparison_groups, effective_length, relative_effective_length, resolve_threshold, weighted_averages
 from .render import Figure, Section, render_html, render_markdown
 from .tables import (
     REPORTED_MARK,
@@ -194,6 +194,7 @@ def build_report(
     n_boot: int = 1000,
     seed: int = 0,
     ci: float = 0.95,
+    relative: float | None = None,
 ) -> Report:
     """Aggregate a long score frame and write ``leaderboard.md``, ``index.html``, ``results.csv``,
     ``results.json`` and RULER's ``summary/<model>/<length>/summary.csv`` into ``out_dir``.
@@ -203,7 +204,9 @@ def build_report(
     :mod:`leaderboard.store_frame`) fills the provenance header; ``notes`` are shown under it. ``threshold`` is a
     percentage or a reference such as ``"model=Llama2 (7B)@4K"`` (see :func:`leaderboard.ranking.resolve_threshold`).
     ``comparisons`` lists (model A, model B) pairs for exact paired tests; ``examples`` are dicts with
-    model/task/length/index/score/prediction/reference keys shown (escaped) in a collapsed section.
+    model/task/length/index/score/prediction/reference keys shown (escaped) in a collapsed section. ``relative``
+    (a percentage) adds NoLiMa's relative effective length beside the absolute one (see
+    :func:`leaderboard.ranking.relative_effective_length`).
     """
     out = Path(out_dir)  # created only in _write, once every number is computed and every input checked
     head, provenance = provenance_section(runs)
@@ -227,6 +230,8 @@ def build_report(
     avgs = length_averages(df, long_cells, n_boot=n_boot, seed=seed, ci=ci)
     thr = resolve_threshold(avgs, threshold)
     eff = effective_length(avgs, threshold=thr, rule=rule)
+    if relative is not None:
+        eff = eff.merge(relative_effective_length(avgs, percent=relative, rule=rule), on="model", how="left")
     summary = summary_frame(avgs, eff, weighted_averages(avgs), model_meta(df))
     cats = category_table(df)
     compared = [paired_comparison(df, model_a=a, model_b=b, seed=seed) for a, b in comparisons]
@@ -235,6 +240,9 @@ def build_report(
         df, avgs=avgs, summary=summary, cats=cats, tasks=tasks_shown if len(tasks_shown) else None, compared=compared,
         examples=examples, threshold=threshold, thr=thr, rule=rule, n_boot=n_boot, seed=seed, ci=ci,
     )
+    if relative is not None:
+        preamble += (f"Effective (relative) = the longest length whose score is at least {relative:g}% of the model's own "
+                     "score at its shortest length (NoLiMa's effective length); it needs no absolute threshold.",)
     if short_section is not None:
         sections.insert(1, short_section)
     training = training_section(runs)
@@ -248,6 +256,7 @@ def build_report(
         "threshold": thr,
         "threshold_spec": threshold if isinstance(threshold, str) else None,
         "effective_length_rule": rule,
+        "relative_effective_percent": relative,
         "ci": ci,
         "n_boot": n_boot,
         "seed": seed,

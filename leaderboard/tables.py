@@ -170,8 +170,9 @@ def _shared_text(summary: pd.DataFrame, main: set[str]) -> str:
 def main_table(avgs: pd.DataFrame, summary: pd.DataFrame, *, caption: str = "") -> Table:
     lengths = sorted(int(x) for x in avgs["length"].unique())
     cells = avgs.set_index(["model", "length"])
-    headers = ("Model", "Claimed", "Effective", "Effective (CI lower)", *(format_length(x) for x in lengths),
-               "Avg", "wAvg (inc)", "wAvg (dec)", "Tasks")
+    relative = "relative_effective_length" in summary.columns  # board build --relative-effective X
+    headers = ("Model", "Claimed", "Effective", "Effective (CI lower)", *(("Effective (relative)",) if relative else ()),
+               *(format_length(x) for x in lengths), "Avg", "wAvg (inc)", "wAvg (dec)", "Tasks")
     rows = []
     for r in summary.itertuples(index=False):
         reported = r.source == "reported"
@@ -188,6 +189,7 @@ def main_table(avgs: pd.DataFrame, summary: pd.DataFrame, *, caption: str = "") 
             effective_text(r.effective_length, shortest=r.shortest, longest=r.longest, passes_all=r.passes_all,
                            withheld=withheld),
             lower,
+            *((_relative_text(r),) if relative else ()),
             *scores,
             _ranked(r.avg, r.rank_avg, withheld),
             _ranked(r.wavg_inc, r.rank_inc, withheld),
@@ -195,6 +197,13 @@ def main_table(avgs: pd.DataFrame, summary: pd.DataFrame, *, caption: str = "") 
             tasks_text(r),
         ))
     return Table(headers=headers, rows=tuple(rows), caption=caption)
+
+
+def _relative_text(r) -> str:
+    if reason := str(r.relative_withheld or "") if pd.notna(r.relative_withheld) else "":
+        return f"{DASH} ({reason})"
+    return effective_text(r.relative_effective_length, shortest=r.shortest, longest=r.longest,
+                          passes_all=pd.notna(r.relative_effective_length) and int(r.relative_effective_length) == r.longest)
 
 
 def rank_note(summary: pd.DataFrame) -> str:

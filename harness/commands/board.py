@@ -21,6 +21,9 @@ def board_build(
     threshold: str = typer.Option("85.6", help="effective-length threshold: a score, or 'model=NAME@4096'"),
     compare: list[str] = typer.Option([], help="paired comparison 'MODEL_A:MODEL_B' (repeatable)"),
     title: str = typer.Option("ctxbench leaderboard"),
+    relative_effective: Optional[float] = typer.Option(
+        None, "--relative-effective", help="also show NoLiMa's relative effective length: the longest length scoring at "
+        "least this % of the model's own score at its shortest length (NoLiMa: 85)"),
 ):
     """Build the leaderboard report from runs (and imported published results)."""
     import pandas as pd
@@ -28,6 +31,8 @@ def board_build(
     from ctxbench.leaderboard import build_report
     from ctxbench.leaderboard.store_frame import examples, load_store, reported_frame
 
+    if relative_effective is not None and not 0 < relative_effective <= 100:
+        raise ConfigError(f"--relative-effective: {relative_effective:g} is not a percentage in (0, 100]; NoLiMa uses 85")
     writable_dir(out_dir, "--out")
     pairs = []
     for c in compare:
@@ -51,7 +56,7 @@ def board_build(
         err.print(f"note: {note}", highlight=False, markup=False)
     try:
         report = build_report(df, out_dir=out_dir, cells=frames.cells, runs=frames.runs, notes=notes, threshold=thr,
-                              title=title, comparisons=pairs, examples=examples(frames.scores))
+                              title=title, comparisons=pairs, examples=examples(frames.scores), relative=relative_effective)
     except (ValueError, KeyError) as e:
         raise ConfigError(f"board build: {e}") from None
     out.print(f"wrote {report.markdown}, {report.html}, {report.csv}, {report.json} and "
