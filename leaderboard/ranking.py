@@ -20,7 +20,7 @@ Rule = Literal["contiguous", "max"]
 
 # Benchmarks with their own scale: RULER's threshold (85.6, Llama-2-7B at 4K) says nothing about them, so a task
 # set holding any of their tasks gets no effective length.
-NO_THRESHOLD_FAMILIES = frozenset({"longbench", "infinitebench", "lmeval", "icl", "hqa"})
+NO_THRESHOLD_FAMILIES = frozenset({"longbench", "infinitebench", "lmeval", "icl", "hqa", "babilong", "helmet", "nolima"})
 NO_THRESHOLD = "no threshold for these tasks"
 
 

@@ -56,3 +56,11 @@ def test_board_shows_it_beside_the_absolute_one(ctxbench, tmp_path):
     plain = tmp_path / "plain"
     assert ctxbench("board", "build", "--store", str(store), "--out", str(plain))[0] == 0
     assert "Effective (relative)" not in (plain / "leaderboard.md").read_text()
+
+
+def test_families_with_their_own_scale_get_no_absolute_threshold_but_a_relative_one():
+    from ctxbench.leaderboard.ranking import has_threshold
+
+    assert not any(has_threshold(t) for t in ("babilong/qa1", "helmet/rag_nq", "nolima/needles,ruler/vt"))
+    avgs = _avgs([("N", 512, 0.9, ""), ("N", 1024, 0.8, "")]).assign(task_set_key="nolima/needles")
+    assert relative_effective_length(avgs, percent=85).loc[0, "relative_effective_length"] == 1024
