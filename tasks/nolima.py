@@ -102,7 +102,7 @@ class Nolima(Task):
     Args = NolimaArgs
     category = "retrieval"
     metric = "nolima/contains"
-    summary = "NoLiMa {name}: a needle with no literal overlap with its question, at each depth of a book"
+    summary = "{name}: a needle with no literal overlap with its question, at each depth of a book"
     data_source = "amodaresi/NoLiMa (hub, Adobe research licence: downloaded at run time), or data_path / data_dir/nolima/"
     requires_data = True
 
