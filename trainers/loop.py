@@ -40,6 +40,7 @@ from ctxbench.trainers.base import (
     apply_rope,
     deepspeed_path,
 )
+from ctxbench.trainers.callbacks import training_callbacks
 
 TRAIN_LOCK = "train.lock"  # in the run directory: one process trains a run at a time
 FINAL_STAGING = ".final.tmp"  # in output_dir: the final model is saved here, then published file by file
@@ -271,7 +272,7 @@ class HFTrainer:
             run.repair()
         args = TrainingArguments(**self.training_arguments(data))
         per_step = data.tokens_per_sequence * c.per_device_batch_size * c.gradient_accumulation_steps * self.world_size()
-        shown = _callbacks(run, per_step, self.console, self.name)
+        shown = training_callbacks(run, per_step, self.console, self.name)
         hf = self.hf_trainer_class()(
             model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=self.data_collator(),
             processing_class=self.tokenizer, callbacks=[*shown, *callbacks],
@@ -381,53 +382,3 @@ def last_checkpoint(out: Path) -> str | None:
     found = [(int(p.name.split("-")[-1]), p) for p in out.glob("checkpoint-*")
              if p.name.split("-")[-1].isdigit() and (p / "trainer_state.json").exists()] if out.is_dir() else []
     return str(max(found)[1]) if found else None
-
-
-def _callbacks(run: TrainRun, tokens_per_step: int, console: Any, name: str) -> list[Any]:
-    """Loss logging to the store and a rich progress bar (defined here: transformers loads only when training)."""
-    from transformers import TrainerCallback
-
-    def tokens_at(state) -> int:
-        return int(state.num_input_tokens_seen or state.global_step * tokens_per_step)
-
-    class LossLog(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if not state.is_world_process_zero or not logs:
-                return
-            rows = [{"step": state.global_step, "tokens": tokens_at(state),
-                     "split": split, "loss": float(logs[key])}
-                    for split, key in (("train", "loss"), ("eval", "eval_loss")) if key in logs]
-            run.append(rows)
-
-    class RichProgress(TrainerCallback):
-        def __init__(self):
-            self.bar = self.job = None
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            if console is None or not state.is_world_process_zero:
-                return
-            from ctxbench.harness.core.progress import progress
-
-            self.bar = progress(console)
-            self.bar.start()
-            self.job = self.bar.add_task(f"training {name}", total=state.max_steps, completed=state.global_step)
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if self.bar is not None:
-                self.bar.update(self.job, completed=state.global_step)
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            shown = " ".join(f"{k.replace('eval_', 'val ')} {logs[k]:.3f}" for k in ("loss", "eval_loss") if k in (logs or {}))
-            if self.bar is not None and shown:
-                self.bar.update(self.job, description=f"training {name} · {shown}")
-
-        def on_train_end(self, args, state, control, **kwargs):
-            self.close()
-
-        def close(self) -> None:
-            """Stop the bar (the terminal's cursor comes back); also on Ctrl-C or SIGTERM, where no train end comes."""
-            if self.bar is not None:
-                self.bar.stop()
-                self.bar = None
-
-    return [LossLog(), RichProgress()]
