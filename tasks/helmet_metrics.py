@@ -2,7 +2,8 @@
 substring exact match (RAG), exact match after the "label:" parse (ICL), and NDCG@10 as trec_eval computes it
 (re-rank; HELMET calls pytrec_eval).
 
-Every prediction is first cut at its first newline: HELMET stops generation at a newline token.
+Every prediction is first cut at its first newline: HELMET stops generation there (its vLLM path at any "\n", its
+HF path at newline-only tokens), so a model that goes on is scored on its first line only.
 """
 
 from __future__ import annotations
