@@ -63,18 +63,26 @@ class HelmetArgs(TaskArgs):
     max_new_tokens: int | None = Field(None, ge=1, description="tokens to generate; default: HELMET's (RAG 20, re-rank 200)")
 
 
-def helmet_file(relative: str, args: HelmetArgs, data_dir: Path | None) -> Path:
-    """A file of HELMET's data/ folder: under data_path or data_dir/helmet, else extracted once from the hub tarball."""
-    roots = [Path(args.data_path).expanduser()] if args.data_path else []
-    if data_dir is not None:
-        roots += [data_dir / "helmet"]
+def local_helmet_file(relative: str, args: HelmetArgs, data_dir: Path | None) -> Path | None:
+    """A file of HELMET's data/ folder under data_path, data_dir/helmet or the extracted cache, if it is there."""
     from ctxbench.harness.core.models import cache_dir
 
-    roots.append(cache_dir("helmet"))
-    for root in roots:
+    roots = [Path(args.data_path).expanduser()] if args.data_path else []
+    roots += [data_dir / "helmet"] if data_dir is not None else []
+    for root in [*roots, cache_dir("helmet")]:
         for path in (root / "data" / relative, root / relative):
             if path.is_file():
                 return path
+    return None
+
+
+def helmet_file(relative: str, args: HelmetArgs, data_dir: Path | None) -> Path:
+    """A file of HELMET's data/ folder: under data_path or data_dir/helmet, else extracted once from the hub tarball."""
+    from ctxbench.harness.core.models import cache_dir
+
+    found = local_helmet_file(relative, args, data_dir)
+    if found is not None:
+        return found
     if args.data_path:
         raise ConfigError(f"data_path: {args.data_path} has no data/{relative}; give HELMET's unpacked data.tar.gz")
     hint = f"put HELMET's data/{relative} under data_dir/helmet/ (from {HUB}'s data.tar.gz)"
@@ -152,6 +160,14 @@ class HelmetTask(Task):
                               f"use a length of at least {min(self.k_by_length)} or set k")
         return self.k_by_length[max(fits)]
 
+    def relative_files(self) -> list[str]:
+        """Every file this task may read (the sample cache is keyed by their content)."""
+        raise NotImplementedError
+
+    def data_files(self, ctx: GenContext) -> list[Path]:
+        found = (local_helmet_file(r, self.args, ctx.data_dir) for r in self.relative_files())
+        return [p for p in found if p is not None]
+
     def rows(self, relative: str, ctx: GenContext) -> list[dict[str, Any]]:
         return ctx.cached(("helmet", relative, self.args.data_path, str(ctx.data_dir)),
                           lambda: read_records(helmet_file(relative, self.args, ctx.data_dir)))
@@ -177,6 +193,11 @@ class HelmetRag(HelmetTask):
     def __init__(self, dataset: str, args: HelmetArgs):
         super().__init__(f"helmet/rag_{dataset}", args)
         self.dataset = dataset
+
+    def relative_files(self) -> list[str]:
+        test, demo = RAG_FILES[self.dataset]
+        ks = [self.args.k] if self.args.k else sorted(set(self.k_by_length.values()))
+        return [f"kilt/{test.format(k=k)}" for k in ks] + [f"kilt/{demo}"]
 
     def _popular_only(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.dataset != "popqa":
@@ -223,6 +244,10 @@ class HelmetRerank(HelmetTask):
     data_source = "princeton-nlp/HELMET data/msmarco (hub data.tar.gz; MS MARCO: non-commercial), or data_path"
     k_by_length = RERANK_K
     default_new_tokens = 200
+
+    def relative_files(self) -> list[str]:
+        ks = [self.args.k] if self.args.k else sorted(set(self.k_by_length.values()))
+        return [f"msmarco/test_reranking_data_k{k}_dep3.jsonl" for k in ks] + ["msmarco/test_reranking_data_k10_dep3.jsonl"]
 
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext) -> Sample:
         k = self.k_for(length)

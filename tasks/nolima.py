@@ -120,6 +120,16 @@ class Nolima(Task):
             raise ConfigError(f"data_path: {self.args.data_path} has no {relative}; give a copy laid out as {HUB}")
         return hub_file(HUB, relative, what=self.name, hint=f"put {relative} under data_dir/nolima/ (from {HUB})")
 
+    def data_files(self, ctx: GenContext) -> list[Path]:
+        """The local needle set and books (the sample cache is keyed by their content)."""
+        roots = [Path(self.args.data_path).expanduser()] if self.args.data_path else []
+        roots += [ctx.data_dir / "nolima"] if ctx.data_dir is not None else []
+        name = self.args.needle_set
+        wanted = [] if name.endswith(".json") else [f"needlesets/{name}.json"]
+        wanted += [f"haystack/rand_shuffle/rand_book_{b}.txt" for b in self.args.books]
+        found = [root / w for w in wanted for root in roots if (root / w).is_file()]
+        return ([Path(name).expanduser()] if name.endswith(".json") else []) + found
+
     def tests(self, ctx: GenContext) -> list[dict[str, Any]]:
         def load():
             name = self.args.needle_set

@@ -42,6 +42,8 @@ def test_rag_reads_helmets_file_for_the_length_with_two_demonstrations(ctx, tmp_
     assert s.prompt.startswith("Use the given documents to write a concise and short answer")
     assert s.prompt.count("\nAnswer: Author") == 2 and s.prompt.endswith("\nAnswer:")  # two demonstrations, then the query
     assert s.meta["k"] == 50 and s.meta["template"] == "plain" and s.meta["truncated_tokens"] == 0
+    assert sorted(p.name for p in task.data_files(ctx)) == ["nq-dev-multikilt_1000_k50_dep6.jsonl",
+                                                            "nq-train-multikilt_1000_k3_dep6.jsonl"]  # the cache's key
     assert task.score(f"{s.answers[0]}\nmore", s) == 1.0 and task.score("nobody", s) == 0.0
     short = registry.get("task", "helmet/rag_nq")(k=50, limit=3, shots=0).generate(length=80, index=0, seed=0, ctx=ctx)
     assert short.meta["truncated_tokens"] > 0 and short.prompt_tokens + 20 <= 80  # the passages' end is cut

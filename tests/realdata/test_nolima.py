@@ -67,6 +67,7 @@ def test_samples_place_the_needle_at_each_depth_of_each_book(smol_tokenizer, nol
     ctx = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer, "plain"), data_dir=nolima_dir)
     task = registry.get("task", "nolima/needles")(books=[1, 2], depths=3, question_types=["onehop"])
     assert task.samples_per_length(ctx) == 6 and task.max_new_tokens == 192
+    assert sorted(p.name for p in task.data_files(ctx)) == ["needle_set.json", "rand_book_1.txt", "rand_book_2.txt"]
     samples = [task.generate(length=1024, index=i, seed=0, ctx=ctx) for i in range(6)]
     assert [(s.meta["book"], s.meta["depth"]) for s in samples] == [(1, 0.0), (1, 50.0), (1, 100.0), (2, 0.0), (2, 50.0), (2, 100.0)]
     for s in samples:
