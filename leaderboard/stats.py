@@ -2,10 +2,10 @@
 
 - A cell of 0/1 scores (k of n correct) gets the exact Clopper–Pearson interval at every n: its coverage is at
   least nominal at every p, where Wilson's dips to 84% near p = 0.99 for n = 30..200.
-- A cell of continuous scores gets a Student t interval below T_BELOW samples and a BCa bootstrap from there
-  (the percentile bootstrap covers 91% at n = 10), or no interval ("n too small") below MIN_BOOT_N.
+- A cell of continuous scores gets a studentised bootstrap (bootstrap-t) interval, or none ("n too small") below
+  MIN_BOOT_N: the percentile bootstrap covered 87-91% at n = 10, t and BCa 85-93% on skewed scores.
 - A mean of task means (a model's score at a length) gets Clopper–Pearson at a variance-based effective sample
-  size for 0/1 scores, a stratified t interval (Satterthwaite df) for continuous ones (stratified_interval).
+  size for 0/1 scores, a stratified bootstrap-t for continuous ones (stratified_interval).
 - Samples that share a haystack or a document (a `clusters` id per sample) are not independent: every interval
   then uses a cluster-robust variance with t(G−1) quantiles (Korn & Graubard's effective n for 0/1 scores), and
   the paired test flips signs per cluster.
@@ -19,7 +19,6 @@ docs/statistics.md states the guarantees; benchmarks/stats_calibration.py measur
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +26,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-T_BELOW = 20  # continuous cells smaller than this get a t interval, larger ones a BCa bootstrap
 MIN_BOOT_N = 10  # continuous cells smaller than this get no interval
 EXACT_FLIPS = 16  # paired permutation tests enumerate all 2^m sign flips up to m nonzero differences
 MONTE_CARLO_FLIPS = 20_000
@@ -40,7 +38,7 @@ class Interval:
     lo: float
     hi: float
     n: int
-    method: str  # "clopper-pearson", "t", "bca bootstrap", a stratified or clustered variant, or "n too small"
+    method: str  # "clopper-pearson", "bootstrap-t", a stratified or clustered variant, or "n too small"
 
 
 def is_binary(values: Sequence[float] | np.ndarray) -> bool:
@@ -69,8 +67,9 @@ def cluster_codes(clusters: Sequence | np.ndarray | None, n: int) -> np.ndarray 
     keys = list(clusters)
     if len(keys) != n:
         raise ValueError("clusters: give one cluster id per sample")
-    _, codes = np.unique(np.asarray([repr(k) for k in keys]), return_inverse=True)
-    return None if codes.max(initial=-1) + 1 == n else codes
+    first: dict = {}
+    codes = np.fromiter((first.setdefault(k, len(first)) for k in keys), dtype=np.int64, count=n)
+    return None if len(first) == n else codes
 
 
 def cluster_variance(v: np.ndarray, codes: np.ndarray) -> tuple[float, int]:
@@ -102,7 +101,7 @@ def _korn_graubard(mean: float, var: float, n_design: float, df: float | None, l
 
 def mean_interval(values: Sequence[float] | np.ndarray, *, level: float = 0.95, n_boot: int = 2000,
                   rng: np.random.Generator | None = None, clusters: Sequence | None = None) -> Interval:
-    """The interval a cell deserves: Clopper–Pearson for 0/1 scores, t or BCa for continuous ones (if n allows);
+    """The interval a cell deserves: Clopper–Pearson for 0/1 scores, bootstrap-t for continuous ones (if n allows);
     cluster-robust when samples share a cluster."""
     v = np.asarray(values, dtype=float)
     n = int(v.size)
@@ -121,26 +120,30 @@ def mean_interval(values: Sequence[float] | np.ndarray, *, level: float = 0.95, 
         return binomial_interval(int(v.sum()), n, level=level)
     if n < MIN_BOOT_N:
         return Interval(float(v.mean()), math.nan, math.nan, n, "n too small")
-    if n < T_BELOW:
-        return _t_interval(float(v.mean()), float(v.var(ddof=1)) / n, n - 1, level, n, "t")
-    return bca_interval(v, level=level, n_boot=n_boot, rng=rng or np.random.default_rng(0))
+    return studentized_bootstrap([v], level=level, n_boot=n_boot, rng=rng or np.random.default_rng(0))
 
 
-def bca_interval(v: np.ndarray, *, level: float, n_boot: int, rng: np.random.Generator) -> Interval:
-    """Efron's bias-corrected and accelerated bootstrap of the mean (acceleration from the jackknife)."""
-    n, mean = v.size, float(v.mean())
-    draws = v[rng.integers(0, n, size=(n_boot, n))].mean(axis=1)
-    if np.ptp(v) == 0:
-        return Interval(mean, mean, mean, n, "bca bootstrap")
-    below = (np.sum(draws < mean) + 0.5 * np.sum(draws == mean)) / n_boot
-    z0 = float(stats.norm.ppf(min(max(below, 1 / n_boot), 1 - 1 / n_boot)))
-    jack = (v.sum() - v) / (n - 1)
-    u = jack.mean() - jack
-    accel = float((u ** 3).sum() / (6 * ((u ** 2).sum()) ** 1.5)) if (u ** 2).sum() > 0 else 0.0
-    z = stats.norm.ppf([(1 - level) / 2, 1 - (1 - level) / 2])
-    qs = stats.norm.cdf(z0 + (z0 + z) / (1 - accel * (z0 + z)))
-    lo, hi = np.quantile(draws, qs)
-    return Interval(mean, float(lo), float(hi), n, "bca bootstrap")
+def studentized_bootstrap(parts: Sequence[np.ndarray], *, level: float, n_boot: int, rng: np.random.Generator,
+                          method: str = "bootstrap-t") -> Interval:
+    """The bootstrap-t (studentised bootstrap) interval of the mean of the parts' means, each part resampled on its
+    own: the quantiles of T* = (m* − m)/SE* replace t's. Second-order accurate, so it keeps its coverage on skewed
+    0..1 scores where t (85–93%), BCa (86–92%) and the percentile bootstrap (82–90%) fall short at n = 10–15.
+    Clipped to the 0..1 scale of board scores."""
+    k = len(parts)
+    mean = float(np.mean([p.mean() for p in parts]))
+    se = math.sqrt(sum(float(p.var(ddof=1)) / p.size for p in parts)) / k
+    n = int(sum(p.size for p in parts))
+    if se == 0:
+        return Interval(mean, mean, mean, n, method)
+    means, variances = np.zeros(n_boot), np.zeros(n_boot)
+    for p in parts:
+        x = p[rng.integers(0, p.size, size=(n_boot, p.size))]
+        means += x.mean(axis=1) / k
+        variances += x.var(axis=1, ddof=1) / p.size / k ** 2
+    ok = variances > 0
+    t_star = (means[ok] - mean) / np.sqrt(variances[ok])
+    lo_q, hi_q = np.quantile(t_star, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return Interval(mean, max(0.0, mean - hi_q * se), min(1.0, mean - lo_q * se), n, method)
 
 
 def stratified_interval(strata: Sequence[Sequence[float] | np.ndarray], *, level: float = 0.95, n_boot: int = 2000,
@@ -152,9 +155,9 @@ def stratified_interval(strata: Sequence[Sequence[float] | np.ndarray], *, level
     alone assumes every task has p̄; a hard task scored on few samples then dominates the variance, which the
     second term sees (tasks of 100 and 5 samples: 66% coverage without it, nominal with it). At equal n the
     first term is the smaller, so the interval is the pooled k-of-N one, unchanged.
-    Continuous strata: a stratified t interval, v̂ = Σ s_i²/n_i / k² with Satterthwaite df, when every stratum has
-    2 values and all together MIN_BOOT_N, else "n too small". `clusters` (one id list per stratum) makes each
-    stratum's variance cluster-robust.
+    Continuous strata: a stratified bootstrap-t (each stratum resampled on its own), when every stratum has 2 values
+    and all together MIN_BOOT_N, else "n too small". `clusters` (one id list per stratum) makes each stratum's
+    variance cluster-robust (then a t interval, Satterthwaite df over the strata's G_i − 1).
     """
     pairs = [(np.asarray(s, dtype=float), None if clusters is None else clusters[i]) for i, s in enumerate(strata)]
     pairs = [(s, c) for s, c in pairs if s.size]
@@ -182,6 +185,9 @@ def stratified_interval(strata: Sequence[Sequence[float] | np.ndarray], *, level
                               "clopper-pearson (stratified, clustered)" if clustered else "clopper-pearson (stratified)")
     if sizes.min() < 2 or n < MIN_BOOT_N:
         return Interval(mean, math.nan, math.nan, n, "n too small")
+    if not clustered:
+        return studentized_bootstrap(parts, level=level, n_boot=n_boot, rng=rng or np.random.default_rng(0),
+                                     method="stratified bootstrap-t")
     var_i, df_i = [], []
     for s, c in zip(parts, codes):
         cv, G = cluster_variance(s, c) if c is not None else (float(s.var(ddof=1)) / s.size, s.size)
@@ -189,9 +195,9 @@ def stratified_interval(strata: Sequence[Sequence[float] | np.ndarray], *, level
         df_i.append(G - 1)
     var = sum(var_i) / k ** 2
     if var == 0:
-        return Interval(mean, mean, mean, n, "stratified t")
+        return Interval(mean, mean, mean, n, "stratified cluster-robust t")
     df = sum(var_i) ** 2 / sum(v * v / f for v, f in zip(var_i, df_i))
-    return _t_interval(mean, var, df, level, n, "stratified t (clustered)" if clustered else "stratified t")
+    return _t_interval(mean, var, df, level, n, "stratified cluster-robust t")
 
 
 @dataclass(frozen=True)
@@ -231,12 +237,17 @@ def paired_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray
     units, unit_weights = _units(weights * d, weights, codes)
     live = units[units != 0]
     if live.size <= EXACT_FLIPS:
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=live.size)))
+        signs = _all_signs(live.size)
         p = float(np.mean(np.abs(signs @ live) >= abs(live.sum()) - 1e-12))
         return PairedTest(n, m, diff, p, f"{kind} (exact)")
     flips_a, _ = _flip_sums(units, unit_weights, rng or np.random.default_rng(0), MONTE_CARLO_FLIPS)
     p = (int((np.abs(flips_a) >= abs(units.sum()) - 1e-12).sum()) + 1) / (MONTE_CARLO_FLIPS + 1)
     return PairedTest(n, m, diff, float(p), f"{kind} ({MONTE_CARLO_FLIPS:,} draws)")
+
+
+def _all_signs(m: int) -> np.ndarray:
+    """Every one of the 2^m sign vectors, as rows."""
+    return 1.0 - 2.0 * ((np.arange(2 ** m)[:, None] >> np.arange(m)) & 1)
 
 
 def _units(wd: np.ndarray, w: np.ndarray, codes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -256,7 +267,7 @@ def _flip_sums(wd: np.ndarray, w: np.ndarray, rng: np.random.Generator, flips: i
 
 
 def sign_flip_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *, strata: Sequence | None = None,
-                       clusters: Sequence | None = None, level: float = 0.95, flips: int = MONTE_CARLO_FLIPS,
+                       clusters: Sequence | None = None, level: float = 0.95, flips: int | None = None,
                        rng: np.random.Generator | None = None) -> tuple[float, float, float]:
     """(lo, hi, p at 0) of the paired difference by inverting the sign-flip test: the shifts δ for which
     'the differences minus δ are symmetric about 0' is not rejected at 1 − level (Hartigan's inversion), each
@@ -267,10 +278,10 @@ def sign_flip_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.
     wd, w = _units(weights * d, weights, cluster_codes(clusters, d.size))
     estimate, alpha = float(wd.sum()), 1 - level
     if wd.size <= EXACT_FLIPS:
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=wd.size)))
+        signs = _all_signs(wd.size)
         flip_a, flip_b, extra = signs @ wd, signs @ w, 0
     else:
-        flip_a, flip_b = _flip_sums(wd, w, rng or np.random.default_rng(0), flips)
+        flip_a, flip_b = _flip_sums(wd, w, rng or np.random.default_rng(0), flips or MONTE_CARLO_FLIPS)
         extra = 1
 
     def p_at(delta: float) -> float:
@@ -287,11 +298,13 @@ def sign_flip_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.
                 break
             inside, step = outside, step * 2
             outside = estimate + direction * step
-        for _ in range(50):
+        while abs(outside - inside) > 1e-4 * scale:
             mid = (inside + outside) / 2
             inside, outside = (mid, outside) if p_at(mid) >= alpha else (inside, mid)
         bounds.append(inside)
     return bounds[0], bounds[1], p_at(0.0)
+
+
 def _stratum_weights(strata: Sequence | None, n: int) -> np.ndarray:
     """Per-pair weights that make sum(w * d) the mean over strata of the stratum means."""
     if strata is None or n == 0:

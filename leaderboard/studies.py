@@ -5,15 +5,22 @@ or a document's mean token loss for perplexity. Every checkpoint is scored on th
 across methods and seeds; seeds do not pair across methods (seed 0 of A and of B are unrelated trainings).
 
 The estimate of A − B is the mean over (task, length) cells, each weighing equally as on the board, of the mean
-over the cell's samples of the seed-averaged difference. Its uncertainty has two sources: which samples were drawn
-(each cell's samples are resampled) and which training runs the seeds produced (seeds are resampled per method).
-The hierarchical bootstrap resamples seeds, then samples within each cell. Done naively that errs both ways at
-3 seeds (checked in tests/leaderboard/test_studies.py): resampling 3 seeds shrinks their spread by 2/3, and a
-seed's mean repeats sample noise the sample level already counts. So the seed level resamples each seed's
-offset (its deviation from the method's mean) rescaled to remove both biases, and the interval is
-estimate ± t(ν) x bootstrap SE, with ν by Welch-Satterthwaite from the seed level's S - 1 degrees of freedom per
-method and the sample level's: with 3 seeds, between-seed spread is known only roughly, and a normal quantile
-would overstate confidence. An untrained or single-run row has no seed level.
+over the cell's samples of the seed-averaged difference. Its variance has two levels (variance_components): which
+training runs the seeds produced (per method, the spread of its seeds' weighted means, S − 1 df) and which samples
+were drawn (the within-cell spread of the seed-averaged differences, less the seed noise it repeats; cluster-robust
+when the frame has a `cluster` column, for samples sharing a haystack or document). An untrained or single-run
+row has no seed level.
+
+With 3 seeds the seed level has 2 df per method, so t = estimate / SE is far from normal, and a plug-in
+Satterthwaite df is itself noisy. The reference distribution of t is therefore simulated: a parametric bootstrap
+of the t statistic under the fitted components (Krishnamoorthy, Lu & Mathew 2007), drawing each part's variance
+estimate as a scaled χ² on its df (t_reference). The interval is estimate ± q x SE with q the level quantile of
+|T*|, and p the share of |T*| at or above the observed |t|, so the two always agree. That holds the level where both methods have seeds;
+against one fixed run (an untrained model) a single 2-df seed level sits beside a precise sample level, and any
+plug-in of their ratio is liberal (7.4% at nominal 5%). There T = Z / √(ρ·χ²_f/f + 1 − ρ) has tails no heavier than
+t_f whatever the seed share ρ (the tail probability is convex in the variance), so t on the seed level's
+f = S − 1 df is used: valid at every ρ, exact when seeds dominate. Measured against an independent simulator in
+benchmarks/stats_calibration.py (docs/statistics.md).
 
 Small or degenerate comparisons (fewer than MIN_DISCORDANT samples that differ, or no spread at all) get the exact
 paired test of leaderboard.stats on the seed-averaged pairs instead (sign test / sign-flip permutation, strata =
@@ -35,6 +42,8 @@ from .bootstrap import cell_rng
 from .stats import MIN_BOOT_N, PairedTest, holm, paired_test
 
 MIN_DISCORDANT = 10  # fewer differing samples than this: the exact test decides, not the t interval
+METHOD = "parametric bootstrap-t"  # Delta.method of the model-based interval with seeds on both sides
+SINGLE_SEED_METHOD = "t on the seed df"  # ... with seeds on one side only (vs an untrained or single run)
 KEYS = ["task", "length", "index"]
 
 
@@ -60,7 +69,7 @@ class Delta:
     se: float
     df: float
     p: float  # two-sided, unadjusted
-    method: str  # "hierarchical bootstrap-t" or the exact test's name
+    method: str  # METHOD or the exact test's name
     n_pairs: int
     n_discordant: int
     seeds: tuple[int, int]
@@ -99,90 +108,114 @@ def _weights(codes: np.ndarray, n_cells: int) -> np.ndarray:
     return 1.0 / (n_cells * sizes[codes])
 
 
-def seed_offsets(arm: Arm, codes: np.ndarray, n_cells: int) -> tuple[np.ndarray, float]:
-    """Each seed's effect on the weighted mean (rescaled, see the module) and the seed level's variance estimate."""
-    y, S = arm.scores, arm.scores.shape[0]
-    if S < 2:
-        return np.zeros(S), 0.0
+@dataclass(frozen=True)
+class Components:
+    """The estimate A − B and its variance by level: (variance, degrees of freedom) per part."""
+
+    estimate: float
+    seed_parts: tuple[tuple[float, float], ...]  # one per arm with seeds: var of its seed mean, S − 1
+    sample_part: tuple[float, float]  # the shared sample draw (seed noise removed), Σ (n_c − 1) or Σ (G_c − 1)
+
+    @property
+    def variance(self) -> float:
+        return sum(v for v, _ in self.seed_parts) + self.sample_part[0]
+
+    @property
+    def satterthwaite_df(self) -> float:
+        parts = [*self.seed_parts, self.sample_part]
+        denom = sum(v * v / f for v, f in parts if f > 0)
+        return self.variance ** 2 / denom if denom > 0 else math.inf
+
+
+def _cell_mean_variance(x: np.ndarray, cols: np.ndarray, groups: np.ndarray | None) -> tuple[float, int]:
+    """Variance of one cell's mean of x (rows = replicates pooled) and its df; cluster-robust when grouped."""
+    n_c = int(cols.sum())
+    r = x[..., cols] - x[..., cols].mean(axis=-1, keepdims=True)
+    reps = 1 if x.ndim == 1 else x.shape[0]
+    if groups is None:
+        return float((r ** 2).sum()) / (reps * (n_c - 1)) / n_c, n_c - 1
+    _, g = np.unique(groups[cols], return_inverse=True)
+    G = int(g.max()) + 1
+    totals = np.stack([np.bincount(g, weights=row, minlength=G) for row in np.atleast_2d(r)])
+    return float((totals ** 2).sum()) * G / (reps * max(G - 1, 1)) / n_c ** 2, G - 1
+
+
+def variance_components(a: Arm, b: Arm, codes: np.ndarray, n_cells: int, clusters: np.ndarray | None = None
+                        ) -> Components:
+    """Each arm's seed level is the spread of its seeds' weighted means (S − 1 df, exact under normality, which
+    carries the seed x task interaction too); the sample level is the within-cell spread of the seed-averaged
+    differences less the seed noise it repeats (estimated from the residuals on many df). Nothing is truncated at
+    the seed level, so a seed spread that is small by chance cannot switch its df to the sample level's."""
     w = _weights(codes, n_cells)
-    dev = y - y.mean(axis=0)
-    g = dev @ w
-    # residual noise: what is left after each seed's per-cell offset, with (S-1)(n_c-1) degrees of freedom
-    noise = 0.0
-    for c in range(n_cells):
-        cols = codes == c
-        n_c = int(cols.sum())
-        if n_c < 2:
-            continue
-        r = dev[:, cols] - dev[:, cols].mean(axis=1, keepdims=True)
-        v_e = float((r ** 2).sum()) / ((S - 1) * (n_c - 1))
-        noise += v_e / n_c / n_cells ** 2
-    svar = float(g.var(ddof=1))
-    var_u = max(0.0, svar - noise)
-    scale = math.sqrt(var_u / svar * S / (S - 1)) if svar > 0 else 0.0
-    return scale * (g - g.mean()), var_u
-
-
-def hierarchical_bootstrap(a: Arm, b: Arm, codes: np.ndarray, n_cells: int, *, n_boot: int, rng: np.random.Generator
-                           ) -> tuple[float, np.ndarray, float, float, float]:
-    """(estimate, draws of A − B, seed-level variance, sample-level variance, Satterthwaite df)."""
     d = a.scores.mean(axis=0) - b.scores.mean(axis=0)
-    w = _weights(codes, n_cells)
-    estimate = float(d @ w)
-    sample_part = np.zeros(n_boot)
+    seed_parts, noise = [], 0.0
+    for arm in (a, b):
+        S = arm.scores.shape[0]
+        if S < 2:
+            continue
+        seed_parts.append((float((arm.scores @ w).var(ddof=1)) / S, S - 1.0))
+        dev = arm.scores - arm.scores.mean(axis=0)
+        noise += sum(_cell_mean_variance(dev, codes == c, clusters)[0] * S / (S - 1)
+                     for c in range(n_cells) if (codes == c).sum() > 1) / n_cells ** 2 / S
     var_sample, df_sample = 0.0, 0
     for c in range(n_cells):
-        dc = d[codes == c]
-        n_c = dc.size
-        idx = rng.integers(0, n_c, size=(n_boot, n_c))
-        sample_part += dc[idx].mean(axis=1) / n_cells
-        if n_c > 1:
-            var_sample += float(dc.var(ddof=1)) / n_c / n_cells ** 2
-            df_sample += n_c - 1
-    draws = sample_part.copy()
-    seed_vars, seed_dfs = [], []
-    for arm, sign in ((a, 1.0), (b, -1.0)):
-        offsets, var_u = seed_offsets(arm, codes, n_cells)
-        S = arm.scores.shape[0]
-        if S > 1:
-            draws += sign * offsets[rng.integers(0, S, size=(n_boot, S))].mean(axis=1)
-            seed_vars.append(var_u / S)
-            seed_dfs.append(S - 1)
-    var_seed = float(sum(seed_vars))
-    total = var_seed + var_sample
-    denom = sum(v * v / f for v, f in zip(seed_vars, seed_dfs)) + (var_sample ** 2 / df_sample if df_sample else 0.0)
-    df = total ** 2 / denom if denom > 0 else math.inf
-    return estimate, draws, var_seed, var_sample, df
+        cols = codes == c
+        if cols.sum() > 1:
+            v, f = _cell_mean_variance(d, cols, clusters)
+            var_sample += v / n_cells ** 2
+            df_sample += f
+    return Components(float(d @ w), tuple(seed_parts), (max(0.0, var_sample - noise), float(max(df_sample, 1))))
+
+
+def t_reference(comp: Components, *, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """|T*| under the fitted components (parametric bootstrap of the t statistic): a normal estimate over the
+    square root of variance estimates drawn as scaled χ² on each part's df. Its quantile replaces t(ν)."""
+    parts = [*comp.seed_parts, comp.sample_part]
+    z = rng.normal(0.0, math.sqrt(comp.variance), draws)
+    var_star = sum(v * rng.chisquare(f, draws) / f for v, f in parts if v > 0)
+    return np.abs(z) / np.sqrt(var_star)
 
 
 def compare(frame: pd.DataFrame, a: str, b: str, *, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> Delta:
-    """A − B on the matched samples of a study frame (see compare_arms)."""
+    """A − B on the matched samples of a study frame (see compare_arms); a `cluster` column is honoured."""
     arm_a, arm_b, index = arms(frame, a, b)
     codes, n_cells = _cells(index)
     strata = [f"{t}@{n}" for t, n in zip(index.get_level_values(0), index.get_level_values(1))]
+    clusters = None
+    if "cluster" in frame.columns and frame["cluster"].notna().any():
+        ids = frame.groupby(KEYS)["cluster"].first().reindex(index)
+        clusters = np.array([repr(c) if pd.notna(c) else repr(("row", i)) for i, c in enumerate(ids)])
     return compare_arms(arm_a, arm_b, codes, n_cells, strata, level=level, n_boot=n_boot,
-                        rng=cell_rng(seed, a, b, n_cells, len(index)))
+                        rng=cell_rng(seed, a, b, n_cells, len(index)), clusters=clusters)
 
 
 def compare_arms(a: Arm, b: Arm, codes: np.ndarray, n_cells: int, strata: Sequence, *, level: float, n_boot: int,
-                 rng: np.random.Generator, exact: bool = True) -> Delta:
-    """The hierarchical bootstrap-t interval and p-value, or the exact paired test when fewer than MIN_DISCORDANT
-    samples differ or nothing varies. exact=False skips the exact test where it does not decide (simulations)."""
-    est, draws, var_seed, var_sample, df = hierarchical_bootstrap(a, b, codes, n_cells, n_boot=n_boot, rng=rng)
+                 rng: np.random.Generator, exact: bool = True, clusters: np.ndarray | None = None) -> Delta:
+    """The parametric bootstrap-t interval and p-value (n_boot draws of T*), t on the seed level's df when only one
+    side has seeds, or the exact paired test when fewer than MIN_DISCORDANT samples differ or nothing varies. exact=False skips the exact test where it does not
+    decide (simulations)."""
+    comp = variance_components(a, b, codes, n_cells, clusters)
+    est, se, df = comp.estimate, math.sqrt(comp.variance), comp.satterthwaite_df
+    var_seed = sum(v for v, _ in comp.seed_parts)
     mean_a, mean_b = a.scores.mean(axis=0), b.scores.mean(axis=0)
     discordant = int(np.count_nonzero(mean_a != mean_b))
-    se = float(draws.std(ddof=1))
     small = discordant < MIN_DISCORDANT or se == 0
-    test = paired_test(mean_a, mean_b, strata=strata) if (exact or small) else None
+    test = paired_test(mean_a, mean_b, strata=strata, clusters=clusters) if (exact or small) else None
     seeds = (a.scores.shape[0], b.scores.shape[0])
     if small:
         return Delta(a.name, b.name, est, math.nan, math.nan, level, se, df, test.p_value, test.method, len(mean_a),
-                     discordant, seeds, var_seed, var_sample, test)
-    q = float(sps.t.ppf(1 - (1 - level) / 2, df)) if math.isfinite(df) else float(sps.norm.ppf(1 - (1 - level) / 2))
-    t = abs(est) / se
-    p = float(2 * (sps.t.sf(t, df) if math.isfinite(df) else sps.norm.sf(t)))
-    return Delta(a.name, b.name, est, est - q * se, est + q * se, level, se, df, min(1.0, p), "hierarchical bootstrap-t",
-                 len(mean_a), discordant, seeds, var_seed, var_sample, test)
+                     discordant, seeds, var_seed, comp.sample_part[0], test)
+    if len(comp.seed_parts) == 1:  # one seed level beside a fixed run: t on its S − 1 df bounds T for any share
+        df = comp.seed_parts[0][1]
+        q, p = float(sps.t.ppf(1 - (1 - level) / 2, df)), float(2 * sps.t.sf(abs(est) / se, df))
+        method = SINGLE_SEED_METHOD
+    else:
+        t_star = t_reference(comp, draws=max(n_boot, 2000), rng=rng)
+        q = float(np.quantile(t_star, level))
+        p = (int((t_star >= abs(est) / se).sum()) + 1) / (t_star.size + 1)
+        method = METHOD
+    return Delta(a.name, b.name, est, est - q * se, est + q * se, level, se, df, min(1.0, p), method, len(mean_a),
+                 discordant, seeds, var_seed, comp.sample_part[0], test)
 
 
 def compare_family(jobs: Sequence[tuple[pd.DataFrame, str, str]], *, alpha: float = 0.05, n_boot: int = 2000,
@@ -196,7 +229,7 @@ def compare_family(jobs: Sequence[tuple[pd.DataFrame, str, str]], *, alpha: floa
 
 def cell_deltas(frame: pd.DataFrame, a: str, b: str, *, level: float = 0.95, n_boot: int = 2000, seed: int = 0
                 ) -> pd.DataFrame:
-    """A − B per (task, length): the hierarchical interval where a cell has MIN_BOOT_N samples and enough that
+    """A − B per (task, length): the model-based interval where a cell has MIN_BOOT_N samples and enough that
     differ, else the exact test's p-value (no interval)."""
     rows = []
     for (task, length), part in frame.groupby(["task", "length"], sort=True):

@@ -194,7 +194,7 @@ def _power(study: StudyConfig, labelled) -> Section:
     rows = [(name, f"{d.a} − {d.b}", _fmt(d.se, 1 if lower else 100, 3), f"{d.df:.1f}" if math.isfinite(d.df) else "∞",
              _fmt(d.var_seed / (d.var_seed + d.var_sample) if d.var_seed + d.var_sample else math.nan, 100, 0) + "%",
              _fmt(st.detectable_effect(d, power=pw), 1 if lower else 100, 3))
-            for name, lower, d in labelled if d.method == "hierarchical bootstrap-t"]
+            for name, lower, d in labelled if d.method in (st.METHOD, st.SINGLE_SEED_METHOD)]
     table = Table(("measure", "comparison", "SE", "df", "seed share of variance", f"detectable at {pw:.0%} power"),
                   tuple(rows))
     return Section("Power", tables=(table,), notes=(
@@ -258,9 +258,9 @@ def _preamble(study: StudyConfig, trained, heldout, k: int) -> tuple[str, ...]:
         lines.append(f"Held-out perplexity: {len(heldout.ids)} corpus documents of at least {heldout.min_tokens} tokens, "
                      "excluded from every method's training data (checked by document id before training).")
     a = study.stats.alpha
-    lines.append(f"Statistics: each Δ is A − B averaged over (task, length) cells; its interval is the estimate ± t × SE "
-                 "with SE from a hierarchical bootstrap (each method's seeds resampled, then the samples of each cell) and "
-                 f"Satterthwaite degrees of freedom. With {k} comparisons the intervals are simultaneous at "
+    lines.append(f"Statistics: each Δ is A − B averaged over (task, length) cells; its interval is the estimate ± q × SE "
+                 "with SE from two variance levels (each method's seeds, the samples of each cell) and q from a parametric "
+                 f"bootstrap of the t statistic under those fitted levels. With {k} comparisons the intervals are simultaneous at "
                  f"{1 - a / max(k, 1):.2%} (Bonferroni) and verdicts use Holm-adjusted p-values at {a:g} (Holm is never "
                  "less powerful, so a verdict can be significant while its interval touches 0); comparisons where fewer "
                  f"than {st.MIN_DISCORDANT} samples differ are decided by the exact paired test instead.")
