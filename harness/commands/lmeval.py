@@ -112,6 +112,8 @@ def register(app: typer.Typer) -> None:
         log_samples: bool = typer.Option(False, "--log_samples", "--log-samples", help="accepted; every sample is logged anyway"),
     ):
         """Run lm-evaluation-harness tasks through a ctxbench backend; results go to the store beside long-context runs."""
+        from ctxbench.harness.backends.args import check_backend_args
+
         choice = lmeval_model(model=model, backend=backend, store=out_dir, model_args=model_args, output_path=output_path)
         gen_kwargs = greedy_gen_kwargs(gen_kwargs, also=("max_gen_toks", "until"))
         if limit is not None and limit <= 0:
@@ -132,6 +134,7 @@ def register(app: typer.Typer) -> None:
             if backend_args.get(key, value) != value:
                 raise ConfigError(f"--model_args: {key} is also given as --backend-arg {key}={backend_args[key]}; give it once")
             backend_args[key] = value
+        check_backend_args(choice.backend, backend_args)  # a bad key, or --backend-arg device=cuda without CUDA: one line
         log_samples_note(log_samples)
         store = run_lmeval(model=choice.model, tasks=_tasks(tasks), out_dir=choice.store, backend=choice.backend,
                            backend_args=backend_args, task_args=args, seed=seed, fresh=fresh, label=label, console=err)

@@ -22,6 +22,16 @@ def test_cuda_on_a_cpu_only_torch(user):
     assert "device" in r.err and "CPU-only" in r.err and "use cpu" in r.err
 
 
+def test_lmeval_checks_the_device_too(user):
+    """`ctxbench lmeval` has no --device; the same check covers its --backend-arg device=cuda."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    r = user.run("ctxbench lmeval --model ./no-such-model --tasks arc_easy --backend-arg device=cuda")
+    _one_line_and_nothing_written(user, r)
+    assert "device" in r.err and "CPU-only" in r.err
+
+
 def test_misspelt_dtype_and_template(user):
     r = user.run("ctxbench score --model ./no-such-model --dtype float33 --tasks kv/retrieval --lengths 1024 --samples 1")
     _one_line_and_nothing_written(user, r)
