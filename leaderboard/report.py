@@ -115,12 +115,14 @@ def _sections(
         else "the longest length whose score is above the threshold"
     )
     preamble = (
-        f"Scores are percentages with {ci:.0%} intervals: exact Clopper–Pearson (below 30 samples) or Wilson for 0/1 "
-        "scores, a percentile bootstrap for continuous ones with at least 10 samples (else 'n too small'). n is the "
+        f"Scores are percentages with {ci:.0%} intervals: exact Clopper–Pearson for 0/1 scores, a studentised "
+        "bootstrap (bootstrap-t) for continuous ones with at least 10 samples (else 'n too small'); cluster-robust "
+        "where samples share a haystack or document. n is the "
         "number of distinct samples scored; a sample scored in several runs of one model counts once.",
         "A model's score at a length is the mean of its task means (every task weighs equally) over the tasks it has "
-        "scores for at every one of its lengths, so no length averages a different set of tasks; its interval is the "
-        "binomial one at the effective sample size of that mean.",
+        "scores for at every one of its lengths, so no length averages a different set of tasks; its interval is "
+        "Clopper–Pearson at the effective sample size of that mean (the smaller of the design-effect and the "
+        "variance-based one).",
         f"Effective length = {rule_text}; threshold {thr:.1f}"
         + (f" ({threshold})." if isinstance(threshold, str) else ".")
         + " 'CI lower' applies the same rule to the lower bound of the interval.",
