@@ -80,7 +80,13 @@ def score(
                                              "settings only (temperature=0, do_sample=false): ctxbench decodes greedily"),
     log_samples: bool = typer.Option(False, "--log_samples", "--log-samples", help="accepted for lm-eval users; ctxbench "
                                      "always logs every sample (samples.jsonl)"),
-    system_instruction: Optional[str] = typer.Option(None, "--system_instruction", "--system-instruction", hidden=True),
+    system_prompt: Optional[str] = typer.Option(None, "--system-prompt", "--system_instruction", "--system-instruction",
+                                                help="a system turn before every prompt (its tokens count in each length)"),
+    thinking: str = typer.Option("off", help="reasoning models: on (no answer prefix, a thinking budget, reasoning "
+                                 "stripped before scoring and stored), off, or auto (on where the chat template has a "
+                                 "thinking switch); see docs/thinking.md"),
+    max_thinking_tokens: Optional[int] = typer.Option(None, "--max-thinking-tokens", help="thinking budget on top of "
+                                                      "each task's answer budget (default 4096 with --thinking on)"),
 ):
     """Score a model on a suite; rerunning the same command resumes."""
     from ctxbench.harness.runner import RunInterrupted, RunPlan, run
@@ -90,10 +96,7 @@ def score(
         raise ConfigError("--samples: must be at least 1")
     choice = lmeval_model(model=model, backend=backend, store=store_dir, model_args=model_args, output_path=output_path)
     greedy_gen_kwargs(gen_kwargs)
-    if system_instruction is not None:
-        raise ConfigError("--system_instruction: RULER's prompts have no system turn (a chat template's own default stays, "
-                          "as in RULER); a system prompt would take tokens from every length's context and change the task, "
-                          "so scores would not compare with RULER's; `ctxbench lmeval` passes it to lm-eval")
+    generation = _generation(thinking, max_thinking_tokens, system_prompt)
     if template is not None:
         check_template_name(template, field="--template")
     writable_dir(choice.store, "--output_path" if output_path else "--store")
@@ -107,7 +110,7 @@ def score(
         args["rope_scaling"] = rope_scaling
     log_samples_note(log_samples)
     model, store_dir = choice.model, choice.store
-    plan = RunPlan(s, model, choice.backend, args, store_dir, _data_dir(data_dir), label or "", _shard(shard))
+    plan = RunPlan(s, model, choice.backend, args, store_dir, _data_dir(data_dir), label or "", _shard(shard), generation)
     try:
         outcome = run(plan, fresh=fresh, console=err)
     except RunInterrupted as e:
@@ -116,11 +119,28 @@ def score(
         raise typer.Exit(EXIT_INTERRUPTED) from None
     out.print(table(outcome.store, title=f"{label or model} on {s.name} (score ×100)", width=out.width), soft_wrap=False)
     out.print(f"results: {outcome.store.dir}", highlight=False)
+    if outcome.unfinished:
+        err.print(f"{outcome.unfinished} samples never closed their reasoning (thinking_unfinished): each counts 0, "
+                  "never scored as an answer; raise --max-thinking-tokens to give them room", highlight=False)
     if outcome.failed:
         reasons = ", ".join(f"{k}: {v}" for k, v in outcome.errors.most_common())
         err.print(f"{outcome.failed} samples failed ({reasons}); rerun the same command to retry them", highlight=False)
         raise typer.Exit(EXIT_FAILED)
     out.print(f"next: ctxbench board build --store {store_dir}", highlight=False)
+
+
+def _generation(thinking: str, max_thinking_tokens: Optional[int], system_prompt: Optional[str]):
+    """The run's protocol from its options, checked before anything is written."""
+    from ctxbench.harness.core.types import THINKING_MODES, Generation
+
+    if thinking not in THINKING_MODES:
+        raise ConfigError(f"--thinking: use on, off or auto, got {thinking!r}")
+    if max_thinking_tokens is not None and (max_thinking_tokens < 1 or thinking == "off"):
+        raise ConfigError("--max-thinking-tokens: " + ("must be at least 1" if max_thinking_tokens < 1 else
+                                                        "a thinking budget needs --thinking on (or auto)"))
+    if system_prompt is not None and not system_prompt.strip():
+        raise ConfigError("--system-prompt: empty; give the text of the system turn, or drop the option")
+    return Generation(thinking=thinking, max_thinking_tokens=max_thinking_tokens or 0, system_prompt=system_prompt)
 
 
 def _suite(name: Optional[str], tasks: Optional[str], num_fewshot: Optional[int], **overrides):

@@ -30,7 +30,7 @@ from ctxbench.harness.core.models import tokenizer_fingerprint, weights_fingerpr
 from ctxbench.harness.core.prompting import PromptRenderer
 from ctxbench.harness.core.redact import redact_all, url_secrets
 from ctxbench.harness.core.store import RunStore, check_identity
-from ctxbench.harness.core.types import EXECUTION_ARGS
+from ctxbench.harness.core.types import EXECUTION_ARGS, Generation
 from ctxbench.harness.plan_size import Estimate, check_size, estimate
 
 
@@ -44,6 +44,13 @@ class RunPlan:
     data_dir: Path | None = None
     label: str = ""  # display name on leaderboards (default: the model)
     shard: tuple[int, int] = (0, 1)  # (i, n): this process scores the i-th of n disjoint parts of the suite
+    generation: Generation = Generation()  # the protocol: thinking, system turn, sampling, repeats
+
+    def resolved(self, thinking: str) -> RunPlan:
+        """The plan with its thinking mode resolved (auto: on where the chat template has a switch)."""
+        import dataclasses
+
+        return dataclasses.replace(self, generation=dataclasses.replace(self.generation, thinking=thinking))
 
     def identity_args(self) -> dict[str, Any]:
         """The backend arguments that can change a prediction (dtype, RoPE scaling, context, ...)."""
@@ -56,8 +63,11 @@ class RunPlan:
     def run_id(self) -> str:
         """`<label>-<suite>-<hash of identity>`; a run an older ctxbench started (it hashed every argument) is
         found by its record, so a resume with other execution settings continues it."""
-        blob = json.dumps({"suite": self.suite.model_dump(mode="json"), "model": self.model, "backend": self.backend,
-                           "args": self.identity_args()}, sort_keys=True)
+        ident = {"suite": self.suite.model_dump(mode="json"), "model": self.model, "backend": self.backend,
+                 "args": self.identity_args()}
+        if self.generation.identity():  # a default protocol hashes as before: older runs keep their ids
+            ident["generation"] = self.generation.identity()
+        blob = json.dumps(ident, sort_keys=True)
         prefix = f"{slug(self.label or Path(self.model).name or self.model)}-{slug(self.suite.name)}"
         new = f"{prefix}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
         return new if (Path(self.out_dir) / new).exists() else (_older_run(self, prefix) or new)
@@ -129,10 +139,12 @@ def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None) -> Prepa
     suite = plan.suite
     check_size(suite, batch_size=int(plan.backend_args.get("batch_size") or 1))
     model = backend if backend is not None else open_model(plan, suite.truncation)
-    renderer = PromptRenderer(model.tokenizer, suite.template)
+    gen = plan.generation
+    renderer = PromptRenderer(model.tokenizer, suite.template, system=gen.system_prompt, thinking=gen.thinking)
+    plan = plan.resolved(renderer.thinking)
     ctx = GenContext(model.tokenizer, renderer, data_dir=plan.data_dir, verify=resolve_mode(suite.verify, suite.samples))
     cells, external = plan_cells(suite, ctx, keep=plan.in_shard)
-    check_lengths(cells, model, suite.truncation)
+    check_lengths(cells, model, suite.truncation, thinking=plan.generation.thinking_budget)
     size = estimate(((c.length, len(c.indices)) for c in cells), max(1, int(getattr(model, "batch_size", 1) or 1)))
     size.check_memory()
     for task in {c.task.name: c.task for c in cells}.values():
@@ -141,7 +153,8 @@ def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None) -> Prepa
                 "identity_args": redact_all(plan.identity_args(), plan.secrets()),  # as the record stores them
                 "tokenizer_fingerprint": tokenizer_fingerprint(model.tokenizer), "template": renderer.template,
                 "model_fingerprint": model_fingerprint(model, plan.model), "seed": suite.seed,
-                "truncation": suite.truncation, "suite_config": suite.model_dump(mode="json")}
+                "truncation": suite.truncation, "suite_config": suite.model_dump(mode="json"),
+                "generation": plan.generation.identity()}
     i, n = plan.shard
     store = RunStore(plan.out_dir, plan.run_id(), part=None if n == 1 else f"shard-{i}-of-{n}")
     done: frozenset[str] = frozenset()
@@ -227,17 +240,23 @@ def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True) -> tu
     return cells, external
 
 
-def check_lengths(cells: list[Cell], backend: Any, truncation: str) -> None:
+def check_lengths(cells: list[Cell], backend: Any, truncation: str, *, thinking: int = 0) -> None:
     """Refuse lengths the model cannot hold (a sample fills its length, generation included); with truncation
-    middle, over-long prompts are cut, but a task's generation must still fit the context."""
+    middle, over-long prompts are cut, but a task's generation must still fit the context.
+
+    A thinking budget comes on top of a sample's length (prompt + answer budget), so the context must hold both;
+    the prompts stay the size they are without thinking, which keeps lengths comparable between the two modes."""
     context = backend.context_length
-    over = sorted({c.length for c in cells if c.length > context})
+    over = sorted({c.length for c in cells if c.length + (thinking if c.task.needs == "generate" else 0) > context})
     if over and truncation == "refuse":
+        budget = f" plus the thinking budget of {thinking}" if thinking else ""
+        fix = "; lower --max-thinking-tokens," if thinking else ";"
         raise PromptTooLongError(
-            f"lengths: {', '.join(map(str, over))} exceed the model's context of {context} tokens; "
+            f"lengths: {', '.join(map(str, over))}{budget} exceed the model's context of {context} tokens{fix} "
             "drop them (--lengths) or pass --truncation middle to cut prompts in the middle")
     for c in cells:
         generate = int(getattr(c.task, "max_new_tokens", 0) or 0) if c.task.needs == "generate" else 0
-        if generate >= min(context, c.length):
+        generate += thinking if c.task.needs == "generate" else 0
+        if generate >= min(context, c.length + thinking):
             raise PromptTooLongError(f"{c.task.name}: generates up to {generate} tokens, which leaves no room for a "
                                      f"prompt at length {c.length} (context {context}); use larger lengths")

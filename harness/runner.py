@@ -40,10 +40,11 @@ from ctxbench.harness.core.config import Suite
 from ctxbench.harness.core.metrics import is_empty
 from ctxbench.harness.core.progress import progress
 from ctxbench.harness.core.provenance import versions
+from ctxbench.harness.core.reasoning import UNFINISHED, opened_in_prompt, split_reasoning
 from ctxbench.harness.core.redact import redact_all
 from ctxbench.harness.core.signals import Interrupted
 from ctxbench.harness.core.store import RunStore, error_reason
-from ctxbench.harness.core.types import EXECUTION_ARGS, Prediction, Request, RunRecord, Sample, TokenLogprobs
+from ctxbench.harness.core.types import EXECUTION_ARGS, Generation, Prediction, Request, RunRecord, Sample, TokenLogprobs
 from ctxbench.harness.plan_size import chunk_size
 from ctxbench.harness.planning import (  # noqa: F401 - Cell, plan_cells, model_fingerprint: re-exported
     Cell,
@@ -66,6 +67,7 @@ class RunOutcome:
     done: int = 0
     errors: collections.Counter = field(default_factory=collections.Counter)
     interrupted: bool = False
+    unfinished: int = 0  # samples whose reasoning never closed (thinking_unfinished): scored 0, never retried
 
     @property
     def failed(self) -> int:
@@ -91,8 +93,10 @@ def chunks(items: Iterable[Sample], size: int) -> Iterator[list[Sample]]:
         yield buf
 
 
-def request(s: Sample) -> Request:
-    return Request(s.id, s.prompt, s.max_new_tokens, s.add_special_tokens, s.prompt_tokens, s.user_text, s.answer_prefix)
+def request(s: Sample, gen: Generation = Generation(), template_kwargs: dict[str, Any] | None = None) -> Request:
+    return Request(s.id, s.prompt, s.max_new_tokens, s.add_special_tokens, s.prompt_tokens, s.user_text, s.answer_prefix,
+                   thinking=gen.on, max_thinking_tokens=gen.thinking_budget, system_prompt=gen.system_prompt,
+                   sampling=gen.gen_kwargs, template_kwargs=tuple(sorted((template_kwargs or {}).items())))
 
 
 def build_backend(plan: RunPlan, truncation: str) -> Any:
@@ -124,12 +128,14 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
     already complete: then the store alone answers), score."""
     console = console or Console(stderr=True)
     ready = prepare(plan, fresh=fresh, backend=backend)
+    plan = ready.plan  # its thinking mode resolved
     if ready.complete:
         console.print(f"{ready.store.dir.name}: all {ready.planned} samples are scored already; the table is from the store",
                       highlight=False, style="dim")
         return RunOutcome(ready.store, planned=ready.planned, done=ready.planned)
     backend = ready.model.build() if backend is None else backend
-    check_lengths(ready.cells, backend, plan.suite.truncation)  # a built backend may state a shorter context
+    check_lengths(ready.cells, backend, plan.suite.truncation,  # a built backend may state a shorter context
+                  thinking=plan.generation.thinking_budget)
     store, cells = ready.store, ready.cells
     with store.writer():
         if fresh:
@@ -145,7 +151,7 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
         outcome.done = sum(1 for c in cells for j in c.ids() if j in done)
         ended = "failed"
         try:
-            _score_cells(cells, done, backend, ready.ctx, plan.suite, store, outcome, console, plan.label or plan.model)
+            _score_cells(cells, done, backend, ready, store, outcome, console)
             if plan.shard[0] == 0:  # external tasks (lm-eval) run whole, in the first shard only
                 _run_external(ready.external, plan.suite, backend, ready.renderer, store, console)
             ended = "finished" if not outcome.failed else "failed"
@@ -180,7 +186,7 @@ def _record(ready: Prepared, backend: Any) -> tuple[RunRecord, dict[str, Any]]:
         label=plan.label or plan.model, model_fingerprint=ident["model_fingerprint"],
         plan=planned, external=[t.name for t in ready.external], training=training_provenance(plan.model),
         losses=sorted({c.task.name for c in cells if c.task.needs == "prompt_logprobs"}),
-        identity_args=ident["identity_args"])
+        identity_args=ident["identity_args"], generation=ident["generation"])
     i, n = plan.shard
     session = {"started": now, "shard": f"{i}/{n}", "command": command, "versions": record.versions,
                "host": platform.node(), "pid": os.getpid(), "execution": execution(plan, info, secrets)}
@@ -201,9 +207,11 @@ def execution(plan: RunPlan, info: dict[str, Any], secrets: list[str]) -> dict[s
     return redact_all(settings, secrets)
 
 
-def _score_cells(cells, done, backend, ctx, suite, store, outcome: RunOutcome, console, name: str) -> None:
+def _score_cells(cells, done, backend, ready: Prepared, store, outcome: RunOutcome, console) -> None:
     """Score every cell. The bar's total is prompt tokens (a 128K sample is far more work than a 4K one, so the
     ETA is right across lengths); it advances after every batch (one sample on CPU) and shows samples done."""
+    ctx, suite, gen, name = ready.ctx, ready.plan.suite, ready.plan.generation, ready.plan.label or ready.plan.model
+    template_kwargs = ready.renderer.template_kwargs
     batch_size = max(1, int(getattr(backend, "batch_size", 1)))
     if not cells:
         return
@@ -224,14 +232,15 @@ def _score_cells(cells, done, backend, ctx, suite, store, outcome: RunOutcome, c
                     if cell.task.needs == "prompt_logprobs":
                         rows = _logprob_rows(cell.task, batch, backend)
                     else:
-                        preds = backend.generate([request(s) for s in batch])
-                        rows = [_row(cell.task, s, p) for s, p in zip(batch, preds)]
+                        preds = backend.generate([request(s, gen, template_kwargs) for s in batch])
+                        rows = [_row(cell.task, s, p, gen, ctx.tokenizer) for s, p in zip(batch, preds)]
                     store.append(rows)
                     for r in rows:
                         if r["error"]:
                             outcome.errors[error_reason(r["error"])] += 1
                         else:
                             outcome.done += 1
+                            outcome.unfinished += r.get("failure") == UNFINISHED
                     bar.update(job, advance=cell.length * len(batch), samples=_count(outcome))
 
 
@@ -267,17 +276,41 @@ def _logprob_rows(task, batch: list[Sample], backend) -> list[dict[str, Any]]:
     return rows
 
 
-def _row(task, s: Sample, p: Prediction) -> dict[str, Any]:
-    score = None if p.error else task.score(p.text, s)
+
+
+def _thinking(s: Sample, p: Prediction, tokenizer: Any) -> tuple[str, bool, dict[str, Any]]:
+    """Thinking mode: (the answer, whether the reasoning closed, the row's reasoning fields). The reasoning is
+    stripped before scoring and stored beside the answer with its token count: the backend's own count, else every
+    generated token for a block that never closed, else the model's tokenizer on the reasoning as written
+    (delimiters included). A block that never closed is a failed sample (`failure: thinking_unfinished`): it counts
+    0 in its cell's denominator, its text is never scored, and a rerun does not retry it."""
+    split = split_reasoning(p.text, api_reasoning=p.reasoning, opened=opened_in_prompt(s.prompt))
+    tokens = p.reasoning_tokens
+    if not split.reasoning:
+        tokens = 0
+    elif tokens is None and not split.finished and split.form != "api":
+        tokens = p.generated_tokens
+    elif tokens is None:
+        tokens = len(tokenizer(split.reasoning, add_special_tokens=False)["input_ids"])
+    fields = {"reasoning": split.reasoning, "reasoning_tokens": int(tokens), "reasoning_format": split.form,
+              "answer_tokens": max(p.generated_tokens - int(tokens), 0)}
+    return split.answer, split.finished, fields if split.finished else {**fields, "failure": UNFINISHED}
+
+
+def _row(task, s: Sample, p: Prediction, gen: Generation = Generation(), tokenizer: Any = None) -> dict[str, Any]:
+    """A sample's row; in thinking mode the reasoning is split off first (_thinking) and only the answer is scored."""
+    answer, finished, thinking = _thinking(s, p, tokenizer) if gen.on and not p.error else (p.text, True, {})
+    score = None if p.error else task.score(answer, s) if finished else 0.0
     return {
         "id": s.id, "task": s.task, "category": task.category, "length": s.length, "index": s.index,
         "depths": list(s.depths), "prompt_hash": s.prompt_hash, "prompt_tokens": p.prompt_tokens or s.prompt_tokens,
-        "max_new_tokens": s.max_new_tokens, "prediction": p.text, "generated_tokens": p.generated_tokens,
+        "max_new_tokens": s.max_new_tokens, "prediction": answer, "generated_tokens": p.generated_tokens,
         "seconds": round(p.seconds, 4), "timing": p.timing,
         "prefill_seconds": None if p.prefill_seconds is None else round(p.prefill_seconds, 4),
         "decode_seconds": None if p.decode_seconds is None else round(p.decode_seconds, 4),
-        "metric": s.metric, "score": score, "empty": is_empty(p.text),
+        "metric": s.metric, "score": score, "empty": is_empty(answer),
         "answers": list(s.answers), "truncated_tokens": p.truncated_tokens, "error": p.error,
         "depth": s.meta.get("depth"), "position": s.meta.get("position"),
         "meta": {k: v for k, v in s.meta.items() if k not in ("depth", "position", "user_text")},
+        **thinking,  # reasoning, reasoning_tokens, reasoning_format, answer_tokens, failure (docs/thinking.md)
     }

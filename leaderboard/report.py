@@ -38,6 +38,7 @@ from .tables import (
     main_tables,
     marks_legend,
     rank_note,
+    reasoning_display,
     summary_frame,
     task_display,
 )
@@ -247,6 +248,11 @@ def build_report(
                      "score at its shortest length (NoLiMa's effective length); it needs no absolute threshold.",)
     if short_section is not None:
         sections.insert(1, short_section)
+    thinking = reasoning_display(cells)  # thinking runs: what their scores cost
+    if thinking is not None:
+        sections.append(Section(title="Reasoning cost", tables=(thinking,), notes=(
+            "Mean reasoning tokens per sample of each cell of a thinking run (--thinking on); thinking_unfinished: samples "
+            "whose reasoning never closed within the thinking budget, each counted 0 in the cell's score.",)))
     training = training_section(runs)
     if training is not None:
         sections.append(training)

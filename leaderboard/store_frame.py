@@ -32,7 +32,8 @@ from ctxbench.harness.core.store import TRAINING, RunStore, error_reason, list_r
 REPORTED_DIR = "_reported"
 SCORE_COLUMNS = ["model", "run_id", "task", "category", "length", "depth", "index", "seed", "score", "position", "source",
                  "claimed_length", "prediction", "answers", "fingerprint", "prompt_hash", "empty"]
-CELL_COLUMNS = ["model", "task", "length", "planned", "done", "errored", "pending", "errors"]
+# unfinished: samples whose reasoning never closed (thinking_unfinished, counted 0); reasoning_tokens: their mean per cell
+CELL_COLUMNS = ["model", "task", "length", "planned", "done", "errored", "pending", "errors", "unfinished", "reasoning_tokens"]
 
 
 @dataclass
@@ -136,7 +137,24 @@ def loss_tasks(rec: dict[str, Any], latest: dict[str, dict]) -> set[str]:
 
 
 def _label(rec: dict[str, Any]) -> str:
-    return str(rec.get("label") or rec.get("model") or rec["run_id"])
+    """The model's name on the board: its label, and the run's protocol where it is not the default, so a thinking
+    run and a non-thinking run of one model are two rows, never merged."""
+    name = str(rec.get("label") or rec.get("model") or rec["run_id"])
+    protocol = protocol_text(rec.get("generation") or {})
+    return f"{name} [{protocol}]" if protocol else name
+
+
+def protocol_text(generation: dict[str, Any]) -> str:
+    """`thinking on, 4096`, `T=0.7, top_p=0.9, 4 repeats`, `system prompt 1a2b3c4d`: what the record's protocol changes."""
+    parts = []
+    if generation.get("thinking", "off") != "off":
+        parts.append(f"thinking {generation['thinking']}, {generation.get('max_thinking_tokens', '?')}")
+    if generation.get("system_prompt") is not None:
+        parts.append(f"system prompt {hashlib.sha256(str(generation['system_prompt']).encode()).hexdigest()[:8]}")
+    parts += [("T" if k == "temperature" else k) + f"={v}" for k, v in sorted((generation.get("gen_kwargs") or {}).items())]
+    if int(generation.get("repeats", 1) or 1) > 1:
+        parts.append(f"{generation['repeats']} repeats")
+    return ", ".join(parts)
 
 
 def _score_row(row: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
@@ -153,10 +171,14 @@ def _score_row(row: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
 def _cells(units: dict, pending: dict) -> pd.DataFrame:
     counts: dict[tuple, Counter] = defaultdict(Counter)
     reasons: dict[tuple, Counter] = defaultdict(Counter)
+    thinking: dict[tuple, list[int]] = defaultdict(list)
     for _, row, info in units.values():
         cell = (info["model"], row.get("task"), int(row.get("length") or 0))
+        if row.get("reasoning_tokens") is not None:
+            thinking[cell].append(int(row["reasoning_tokens"]))
         if row.get("score") is not None:
             counts[cell]["done"] += 1
+            counts[cell]["unfinished"] += row.get("failure") == "thinking_unfinished"
         else:
             counts[cell]["errored"] += 1
             reasons[cell][error_reason(str(row.get("error") or "error"))] += 1
@@ -165,7 +187,9 @@ def _cells(units: dict, pending: dict) -> pd.DataFrame:
     rows = []
     for cell, c in sorted(counts.items(), key=lambda kv: (kv[0][0], str(kv[0][1]), kv[0][2])):
         errors = ", ".join(f"{k}: {v}" for k, v in reasons[cell].most_common())
-        rows.append((*cell, c["done"] + c["errored"] + c["pending"], c["done"], c["errored"], c["pending"], errors))
+        mean_thinking = sum(thinking[cell]) / len(thinking[cell]) if thinking[cell] else math.nan
+        rows.append((*cell, c["done"] + c["errored"] + c["pending"], c["done"], c["errored"], c["pending"], errors,
+                     c["unfinished"], mean_thinking))
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 

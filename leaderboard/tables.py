@@ -295,3 +295,14 @@ def examples_display(
             row.append(text if len(text) <= text_limit else text[: text_limit - 1] + "…")
         rows.append(tuple(row))
     return Table(headers=EXAMPLE_FIELDS, rows=tuple(rows), pre=frozenset({"prediction", "reference"}))
+
+
+def reasoning_display(cells: pd.DataFrame | None) -> Table | None:
+    """Thinking runs' cost per cell: mean reasoning tokens per sample and the samples whose reasoning never closed
+    (thinking_unfinished: each counts 0 in its cell's score). None when no run stored reasoning."""
+    if cells is None or "reasoning_tokens" not in cells or not cells["reasoning_tokens"].notna().any():
+        return None
+    shown = cells[cells["reasoning_tokens"].notna()].sort_values(["model", "task", "length"])
+    rows = tuple((str(r.model), str(r.task), format_length(int(r.length)), f"{float(r.reasoning_tokens):.0f}",
+                  str(int(r.unfinished)), f"{int(r.done)}") for r in shown.itertuples())
+    return Table(headers=("Model", "Task", "Length", "Mean reasoning tokens", "thinking_unfinished", "Scored"), rows=rows)

@@ -143,7 +143,12 @@ def cases(f: dict[str, str]) -> dict[str, tuple[list[str], str]]:
         "output_path_a_file": (["score", "--backend", "echo", "--output_path", "{out}/results.json"], "give a directory"),
         "output_path_and_store": ([*score, "--output_path", "{out}"], "give one of them"),
         "model_twice": ([*score, "--model", "x", "--model_args", "pretrained=y"], "give it once"),
-        "system_instruction_on_score": ([*score, "--system_instruction", "be brief"], "RULER's prompts have no system turn"),
+        # the run's protocol (issue 25): thinking mode, its budget, the system turn
+        "thinking_unknown": ([*score, "--thinking", "maybe"], "--thinking: use on, off or auto"),
+        "thinking_budget_without_thinking": ([*score, "--max-thinking-tokens", "100"], "needs --thinking on"),
+        "thinking_budget_over_context": ([*score, "--tasks", "kv/retrieval", "--lengths", "2048", "--backend-arg",
+                                          "context_length=2048", "--thinking", "on"], "plus the thinking budget of 4096"),
+        "system_prompt_empty": ([*score, "--system-prompt", " "], "--system-prompt: empty"),
         "lmeval_gen_kwargs_sampling": (["lmeval", "--tasks", "mmlu", "--store", "{store}", "--gen_kwargs", "do_sample=true"],
                                        "decodes greedily"),
         "adhoc_task_unknown": (["score", "--backend", "echo", "--store", "{store}", "--tasks", "kv/retrieval,nosuch/*"],

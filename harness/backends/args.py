@@ -105,6 +105,9 @@ class OpenAIArgs(BackendArgs):
     prompt_format: Literal["text", "ids"] = Field("text", description="completions: send the prompt as text or as token ids")
     extra_body: dict[str, Any] | None = Field(None, description="a JSON object merged into every request body")
     batch_size: int = Field(0, ge=0, description="requests per generate() call from the runner; 0: 4 x concurrency")
+    thinking_switch: bool = Field(True, description="chat with --thinking on/off: send chat_template_kwargs "
+                                  "{enable_thinking: ...} (vLLM, SGLang); false for servers that refuse the field")
+    reasoning_effort: str | None = Field(None, description="passed as reasoning_effort (gpt-oss, OpenAI reasoning models)")
 
 
 ARGS_OF = {"echo": EchoArgs, "hf": HFArgs, "vllm": VLLMArgs, "openai": OpenAIArgs, "lmeval": LMEvalArgs}

@@ -14,9 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ctxbench.harness.backends.thinking_budget import make as make_budget
+from ctxbench.harness.backends.thinking_budget import reasoning_length
 from ctxbench.harness.core.backend import apply_truncation, check_window
 from ctxbench.harness.core.errors import ConfigError, OfflineError
 from ctxbench.harness.core.models import materialize, resolve
+from ctxbench.harness.core.reasoning import opened_in_prompt
 from ctxbench.harness.core.types import LogprobRequest, Prediction, Request, TokenLogprobs
 
 
@@ -159,7 +162,7 @@ class HFBackend:
         encoded = []
         for r in requests:
             ids = self.tokenizer(r.prompt, add_special_tokens=r.add_special_tokens)["input_ids"]
-            encoded.append(apply_truncation(ids, max_new_tokens=r.max_new_tokens, context_length=self.context_length,
+            encoded.append(apply_truncation(ids, max_new_tokens=r.generation_limit, context_length=self.context_length,
                                             policy=self.truncation, sample_id=r.sample_id))
         out: dict[int, Prediction] = {}
         for group in self._groups([len(ids) for ids, _ in encoded]):
@@ -179,7 +182,8 @@ class HFBackend:
 
     def _batch(self, batch: list[Request], encoded: list[tuple[list[int], int]]) -> list[Prediction]:
         torch = self._torch
-        max_new = max(r.max_new_tokens for r in batch)
+        thinking = batch[0].thinking  # a batch shares the run's protocol
+        max_new = max(r.generation_limit for r in batch)
         ids_list = [ids for ids, _ in encoded]
         if len({len(ids) for ids in ids_list}) == 1:  # no padding: an all-ones mask, which SDPA skips
             input_ids = torch.tensor(ids_list, device=self.device)
@@ -187,11 +191,16 @@ class HFBackend:
         else:
             inputs = self.tokenizer.pad({"input_ids": ids_list}, padding=True, return_tensors="pt").to(self.device)
         clock = self._clock()
+        processors = clock.processors()
+        if thinking:  # end the thinking at its budget: the closing tag is forced, then the answer budget follows
+            processors.append(make_budget(self.tokenizer, budget=batch[0].max_thinking_tokens,
+                                          prompt_len=inputs["input_ids"].shape[1],
+                                          opened=[opened_in_prompt(r.prompt) for r in batch]))
         start = time.perf_counter()
         with torch.inference_mode():
             gen = self.model.generate(
-                **inputs, max_new_tokens=max_new, do_sample=False, temperature=None, top_p=None, top_k=None,
-                pad_token_id=self.tokenizer.pad_token_id, logits_processor=clock.processors(),
+                **inputs, max_new_tokens=max_new, **sampling(batch[0]),
+                pad_token_id=self.tokenizer.pad_token_id, logits_processor=processors,
             )
         end = time.perf_counter()
         first = clock.first or end  # the first step's logits exist once the prompt is prefilled
@@ -200,11 +209,13 @@ class HFBackend:
         new = gen[:, inputs["input_ids"].shape[1]:].tolist()
         preds = []
         for r, (ids, n_cut), toks in zip(batch, encoded, new):
-            toks = toks[: r.max_new_tokens]
+            toks = toks[: r.generation_limit]
             n = next((j for j, t in enumerate(toks) if t in self.stop_ids), len(toks))
-            text = self.tokenizer.decode(toks[:n], skip_special_tokens=True)
+            # thinking mode keeps special tokens: gpt-oss's channel markers are special, and the reasoning is split on them
+            text = self.tokenizer.decode(toks[:n], skip_special_tokens=not r.thinking)
             preds.append(Prediction(r.sample_id, text, len(ids), n, (end - start) / k, truncated_tokens=n_cut,
-                                    prefill_seconds=(first - start) / k, decode_seconds=(end - first) / k, timing=timing))
+                                    prefill_seconds=(first - start) / k, decode_seconds=(end - first) / k, timing=timing,
+                                    reasoning_tokens=reasoning_length(self.tokenizer, toks[:n]) if thinking else None))
         return preds
 
     def _clock(self):
@@ -385,3 +396,17 @@ def rolling_windows(tokens: list[int], prefix_token: int, max_len: int) -> list[
         out.append((window[: len(window) - (n - 1)], tokens[end - n : end]))
         done = end
     return out
+
+
+def sampling(r: Request) -> dict[str, Any]:
+    """generate()'s decoding settings: greedy, or the run's sampling (--gen-kwargs; a batch shares one protocol).
+    A seed makes each repeat its own reproducible draw (seed + repeat)."""
+    kw = dict(r.sampling)
+    if not kw or float(kw.get("temperature", 0)) == 0:
+        return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+    if "seed" in kw:
+        import torch
+
+        torch.manual_seed(int(kw.pop("seed")) + r.repeat)
+    return {"do_sample": True, "temperature": float(kw["temperature"]), "top_p": float(kw.get("top_p", 1.0)),
+            "top_k": int(kw.get("top_k", 0)) or None}

@@ -34,6 +34,7 @@ values that a server echoes back are masked the same way (core.redact).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 import weakref
@@ -105,6 +106,7 @@ class OpenAIBackend(RetryingHTTP):
         self.count_tokens = a.count_tokens
         self.prompt_format = a.prompt_format
         self.extra_body = dict(a.extra_body or {})
+        self.thinking_switch, self.reasoning_effort = a.thinking_switch, a.reasoning_effort
         self.batch_size = a.batch_size or self.concurrency * 4
         self.api_key_env = a.api_key_env
         self._api_key = ""
@@ -180,7 +182,9 @@ class OpenAIBackend(RetryingHTTP):
             "max_retries": self.max_retries,
             "api_key_env": self.api_key_env or None,
             "extra_body": self.extra_body,
-            "decoding": "greedy",
+            "thinking_switch": self.thinking_switch,
+            "reasoning_effort": self.reasoning_effort,
+            "decoding": "greedy",  # unless the run's protocol samples (record.generation.gen_kwargs)
         }
 
     # ---------------------------------------------------------------- http helpers
@@ -238,18 +242,35 @@ class OpenAIBackend(RetryingHTTP):
 
     def _messages(self, r: Request) -> list[dict[str, str]]:
         user = r.user_text or r.prompt
+        system = [{"role": "system", "content": r.system_prompt}] if r.system_prompt is not None else []
         if not r.answer_prefix:
-            return [{"role": "user", "content": user}]
+            return [*system, {"role": "user", "content": user}]
         if self.prefill == "continue":
-            return [{"role": "user", "content": user}, {"role": "assistant", "content": r.answer_prefix}]
-        return [{"role": "user", "content": user + USER_JOIN + r.answer_prefix.strip()}]
+            return [*system, {"role": "user", "content": user}, {"role": "assistant", "content": r.answer_prefix}]
+        return [*system, {"role": "user", "content": user + USER_JOIN + r.answer_prefix.strip()}]
+
+    def _protocol(self, r: Request) -> dict[str, Any]:
+        """Body fields of the run's protocol: sampling (else greedy), the thinking switch passed through (chat: the
+        server applies the template), reasoning effort, and the generation limit (answer + thinking budget)."""
+        sampling = dict(r.sampling)
+        body: dict[str, Any] = {"max_tokens": r.generation_limit, "temperature": sampling.pop("temperature", 0), **sampling}
+        if "seed" in body:
+            body["seed"] = int(body["seed"]) + r.repeat  # each repeat its own draw, reproducibly
+        kwargs = dict(r.template_kwargs)
+        if self.api == "chat" and self.thinking_switch and (r.thinking or "enable_thinking" in kwargs):
+            kwargs["enable_thinking"] = r.thinking
+        if self.api == "chat" and kwargs and self.thinking_switch:
+            body["chat_template_kwargs"] = kwargs
+        if self.reasoning_effort:
+            body["reasoning_effort"] = self.reasoning_effort
+        return body
 
     def _continuing(self, r: Request) -> bool:
         return self.api == "chat" and self.prefill == "continue" and bool(r.answer_prefix)
 
-    def _local_chat_ids(self, messages: list[dict[str, str]], continuing: bool) -> list[int]:
+    def _local_chat_ids(self, messages: list[dict[str, str]], continuing: bool, template_kwargs=()) -> list[int]:
         out = self.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=not continuing,
-                                                 continue_final_message=continuing)
+                                                 continue_final_message=continuing, **dict(template_kwargs))
         if isinstance(out, dict) or hasattr(out, "keys"):
             out = out["input_ids"]
         return list(out)
@@ -271,21 +292,20 @@ class OpenAIBackend(RetryingHTTP):
                 return int(r.prompt_tokens), None  # counted by this tokenizer when the sample was generated
             ids = self.tokenizer(prompt, add_special_tokens=r.add_special_tokens)["input_ids"]
             return len(ids), ids
-        ids = self._local_chat_ids(messages, self._continuing(r))
+        ids = self._local_chat_ids(messages, self._continuing(r), r.template_kwargs)
         return len(ids), ids
 
     async def _prepare(self, r: Request) -> _Prepared:
         """Body for one request, after the length check (refuse raises PromptTooLongError; middle cuts, recorded)."""
-        limit = self.context_length - r.max_new_tokens
-        body: dict[str, Any] = {"model": self.served_model, "max_tokens": r.max_new_tokens, "temperature": 0,
-                                "stream": False}
+        limit = self.context_length - r.generation_limit
+        body: dict[str, Any] = {"model": self.served_model, **self._protocol(r), "stream": False}
         if self.api == "completions":
             n, ids = await self._count(r, None, r.prompt)
             truncated = 0
             if n > limit or self.prompt_format == "ids":
                 if ids is None or (self.count_tokens == "server" and self.prompt_format == "text"):
                     ids = self.tokenizer(r.prompt, add_special_tokens=r.add_special_tokens)["input_ids"]
-                ids, truncated = apply_truncation(list(ids), max_new_tokens=r.max_new_tokens, context_length=self.context_length,
+                ids, truncated = apply_truncation(list(ids), max_new_tokens=r.generation_limit, context_length=self.context_length,
                                                   policy=self.truncation, sample_id=r.sample_id)
                 n = len(ids)
             if self.prompt_format == "ids":
@@ -307,7 +327,7 @@ class OpenAIBackend(RetryingHTTP):
         if n > limit:
             # refuse, or cut the middle of the task text until the whole chat fits
             if self.truncation != "middle":
-                apply_truncation(range(n), max_new_tokens=r.max_new_tokens, context_length=self.context_length,
+                apply_truncation(range(n), max_new_tokens=r.generation_limit, context_length=self.context_length,
                                  policy=self.truncation, sample_id=r.sample_id)  # raises PromptTooLongError
             original = n
             user_ids = self.tokenizer(r.user_text or r.prompt, add_special_tokens=False)["input_ids"]
@@ -315,8 +335,7 @@ class OpenAIBackend(RetryingHTTP):
             for _ in range(4):
                 keep = max(len(user_ids) - over, 0)
                 cut_ids, _ = apply_truncation(user_ids, max_new_tokens=0, context_length=keep, policy="middle", sample_id=r.sample_id)
-                cut_req = Request(r.sample_id, r.prompt, r.max_new_tokens, r.add_special_tokens, None,
-                                  self.tokenizer.decode(cut_ids), r.answer_prefix)
+                cut_req = dataclasses.replace(r, prompt_tokens=None, user_text=self.tokenizer.decode(cut_ids))
                 messages = self._messages(cut_req)
                 n, _ = await self._count(cut_req, messages, "")
                 if n <= limit:
@@ -351,11 +370,15 @@ class OpenAIBackend(RetryingHTTP):
 
     # ---------------------------------------------------------------- sending
 
-    def _parse(self, data: dict[str, Any]) -> tuple[str, int | None, int | None, str | None]:
-        """(text, completion tokens, prompt tokens, finish reason) from a (chat) completion response."""
+    def _parse(self, data: dict[str, Any]) -> tuple[str, int | None, int | None, str | None, int | None]:
+        """(text, completion tokens, prompt tokens, reasoning, reasoning tokens) from a (chat) completion response;
+        reasoning is what the server returned apart (vLLM/SGLang `reasoning_content`, others `reasoning`)."""
         choice = data["choices"][0]
+        reasoning = None
         if self.api == "chat":
-            text = (choice.get("message") or {}).get("content")
+            message = choice.get("message") or {}
+            text = message.get("content")
+            reasoning = message.get("reasoning_content") or message.get("reasoning")
         else:
             text = choice.get("text")
         if text is None:
@@ -364,7 +387,9 @@ class OpenAIBackend(RetryingHTTP):
             raise TypeError("text is not a string")
         usage = data.get("usage") or {}
         ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
-        return text, (int(ct) if ct is not None else None), (int(pt) if pt is not None else None), choice.get("finish_reason")
+        rt = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+        return (text, (int(ct) if ct is not None else None), (int(pt) if pt is not None else None),
+                reasoning if isinstance(reasoning, str) else None, (int(rt) if isinstance(rt, int) and reasoning else None))
 
     async def _one(self, p: _Prepared) -> Prediction:
         url = f"{self.base_url}/{'chat/completions' if self.api == 'chat' else 'completions'}"
@@ -372,16 +397,18 @@ class OpenAIBackend(RetryingHTTP):
         start = time.perf_counter()
         timing: list[float] = []
         try:
-            text, completion_tokens, server_prompt_tokens, _ = await self._call(url, p.body, self._parse, timing)
+            text, completion_tokens, server_prompt_tokens, reasoning, reasoning_tokens = await self._call(
+                url, p.body, self._parse, timing)
         except Permanent as e:
             return Prediction(r.sample_id, "", p.prompt_tokens, 0, time.perf_counter() - start, p.truncated, error=str(e))
         except Transient as e:
             return Prediction(r.sample_id, "", p.prompt_tokens, 0, time.perf_counter() - start, p.truncated,
                               error=f"gave up after {self.max_retries + 1} attempts: {e}")
         if completion_tokens is None:  # servers without usage: count locally
-            completion_tokens = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            completion_tokens = len(self.tokenizer((reasoning or "") + text, add_special_tokens=False)["input_ids"])
         # the latency of the attempt that answered (retries' waits are not the model's time)
-        return Prediction(r.sample_id, text, server_prompt_tokens or p.prompt_tokens, completion_tokens, timing[-1], p.truncated)
+        return Prediction(r.sample_id, text, server_prompt_tokens or p.prompt_tokens, completion_tokens, timing[-1], p.truncated,
+                          reasoning=reasoning, reasoning_tokens=reasoning_tokens)
 
     async def _run(self, requests: list[Request]) -> list[Prediction]:
         prepared: list[_Prepared | Prediction] = []

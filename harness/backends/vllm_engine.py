@@ -338,7 +338,7 @@ class VLLMBackend:
         ids, cut = [], []
         for r in requests:
             x = self.tokenizer(r.prompt, add_special_tokens=r.add_special_tokens)["input_ids"]
-            x, n = apply_truncation(x, max_new_tokens=r.max_new_tokens, context_length=self.context_length,
+            x, n = apply_truncation(x, max_new_tokens=r.generation_limit, context_length=self.context_length,
                                     policy=self.truncation, sample_id=r.sample_id)
             ids.append(list(x))
             cut.append(n)
@@ -353,12 +353,12 @@ class VLLMBackend:
         start = time.perf_counter()
         results: dict[int, tuple] = {}
         if self.dp == 1:
-            outs = run_llm(self.llm, self.vllm, [ids[i] for i in order], [requests[i].max_new_tokens for i in order], self.stop_ids)
+            outs = run_llm(self.llm, self.vllm, [ids[i] for i in order], [requests[i].generation_limit for i in order], self.stop_ids)
             results.update(zip(order, outs))
         else:
             for (_proc, conn), run in zip(self.workers, runs):
                 if run:
-                    conn.send(([ids[i] for i in run], [requests[i].max_new_tokens for i in run], self.stop_ids))
+                    conn.send(([ids[i] for i in run], [requests[i].generation_limit for i in run], self.stop_ids))
             for (_proc, conn), run in zip(self.workers, runs):
                 if run:
                     kind, value = conn.recv()
@@ -370,9 +370,9 @@ class VLLMBackend:
         stop = set(self.stop_ids)
         preds = []
         for i, r in enumerate(requests):
-            toks = results[i][0][: r.max_new_tokens]
+            toks = results[i][0][: r.generation_limit]
             n = next((j for j, t in enumerate(toks) if t in stop), len(toks))
-            text = self.tokenizer.decode(toks[:n], skip_special_tokens=True)
+            text = self.tokenizer.decode(toks[:n], skip_special_tokens=not r.thinking)  # channel markers kept
             preds.append(Prediction(r.sample_id, text, len(ids[i]), n, seconds / len(requests), truncated_tokens=cut[i], timing="batch-share"))
         return preds
 

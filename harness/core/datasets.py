@@ -33,6 +33,7 @@ def dataset_key(task, *, length: int, seed: int, ctx) -> str:
         "tokenizer": fp,
         "template": ctx.renderer.template,
         "system": ctx.renderer.system,
+        **(ctx.renderer.key() if hasattr(ctx.renderer, "key") else {}),  # thinking mode (no answer prefix)
         "data_dir": str(ctx.data_dir) if ctx.data_dir else None,
         "verify": ctx.verify,
     }

@@ -2,11 +2,16 @@
 
 The answer prefix is appended after the chat template, as the start of the assistant turn, the
 way RULER does it. Base models without a chat template get a named plain template instead.
+
+In thinking mode there is no answer prefix (it would cut the model's reasoning off: the RULER authors' advice for
+reasoning models), for every task: the renderer drops it, so the fitter counts the prompt the model really sees. A
+chat template with a thinking switch (`enable_thinking`, Qwen3 and others) is told the mode.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ctxbench.harness.core.errors import ConfigError
 
@@ -46,7 +51,7 @@ class Rendered:
 class PromptRenderer:
     """Renders (task text, answer prefix) with a tokenizer's chat template or a named plain template."""
 
-    def __init__(self, tokenizer, template: str = "auto", system: str | None = None):
+    def __init__(self, tokenizer, template: str = "auto", system: str | None = None, thinking: str = "off"):
         has_chat = bool(getattr(tokenizer, "chat_template", None))
         if template == "auto":
             template = "chat" if has_chat else "plain"
@@ -56,18 +61,51 @@ class PromptRenderer:
         self.tokenizer = tokenizer
         self.template = template
         self.system = system
+        self.switch = thinking_switch(tokenizer) if template == "chat" else None
+        self.thinking = resolve_thinking(thinking, self.switch)  # "on" or "off"
+
+    @property
+    def template_kwargs(self) -> dict[str, Any]:
+        """What the chat template is told besides the messages: the thinking switch, where it has one."""
+        return {"enable_thinking": self.thinking == "on"} if self.switch == "enable_thinking" else {}
+
+    def key(self) -> dict[str, Any]:
+        """What besides the template name changes a rendered prompt (the sample cache's key); {} by default."""
+        return {"thinking": self.thinking} if self.thinking != "off" else {}
 
     def render(self, task_text: str, answer_prefix: str = "") -> Rendered:
+        if self.thinking == "on":
+            answer_prefix = ""  # the model reasons first: a prefix would start its answer before its reasoning
         if self.template == "chat":
             messages = [{"role": "user", "content": task_text}]
             if self.system is not None:
                 messages.insert(0, {"role": "system", "content": self.system})
-            head = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            head = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                                      **self.template_kwargs)
             return Rendered(head + answer_prefix, False, task_text, answer_prefix)
-        return Rendered(PLAIN_TEMPLATES[self.template].format(task=task_text) + answer_prefix, True, task_text, answer_prefix)
+        system = f"{self.system}\n\n" if self.system is not None else ""
+        return Rendered(PLAIN_TEMPLATES[self.template].format(task=system + task_text) + answer_prefix, True, task_text,
+                        answer_prefix)
 
     def count(self, rendered: Rendered) -> int:
         return token_counts(self.tokenizer, [rendered.text], add_special_tokens=rendered.add_special_tokens)[0]
+
+
+def thinking_switch(tokenizer) -> str | None:
+    """The thinking switch a chat template reads, if any: `enable_thinking` (Qwen3, Nemotron, ...) or
+    `reasoning_effort` (gpt-oss, which always reasons)."""
+    source = getattr(tokenizer, "chat_template", None) or ""
+    source = source if isinstance(source, str) else " ".join(map(str, source.values() if isinstance(source, dict) else source))
+    return next((s for s in ("enable_thinking", "reasoning_effort") if s in source), None)
+
+
+def resolve_thinking(mode: str, switch: str | None) -> str:
+    """on, off, or auto: on where the chat template has a thinking switch."""
+    if mode not in ("on", "off", "auto"):
+        raise ConfigError(f"--thinking: use on, off or auto, got {mode!r}")
+    if mode == "auto":
+        return "on" if switch else "off"
+    return mode
 
 
 def token_counts(tokenizer, texts: list[str], *, add_special_tokens: bool) -> list[int]:

@@ -21,6 +21,46 @@ EXECUTION_ARGS = frozenset({
 })
 
 
+THINKING_MODES = ("off", "on", "auto")
+SAMPLING_KEYS = ("temperature", "top_p", "top_k", "seed")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """How a run generates, beyond each task's own prompt and answer budget: its protocol. Part of the run's
+    identity (a run with thinking on and one with it off are two runs, two rows on the board)."""
+
+    thinking: str = "off"  # off | on | auto (resolved to on or off by the plan step from the chat template)
+    max_thinking_tokens: int = 0  # on top of each task's answer budget; 0 with thinking on: DEFAULT_THINKING_TOKENS
+    system_prompt: str | None = None
+    gen_kwargs: tuple[tuple[str, Any], ...] = ()  # sorted (key, value): temperature, top_p, top_k, seed; () greedy
+    repeats: int = 1
+
+    @property
+    def on(self) -> bool:
+        return self.thinking == "on"
+
+    @property
+    def thinking_budget(self) -> int:
+        return (self.max_thinking_tokens or DEFAULT_THINKING_TOKENS) if self.on else 0
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that differ from the default protocol ({} for a greedy, non-thinking, one-turn run)."""
+        out: dict[str, Any] = {}
+        if self.thinking != "off":
+            out.update(thinking=self.thinking, max_thinking_tokens=self.thinking_budget)
+        if self.system_prompt is not None:
+            out["system_prompt"] = self.system_prompt
+        if self.gen_kwargs:
+            out["gen_kwargs"] = dict(self.gen_kwargs)
+        if self.repeats != 1:
+            out["repeats"] = self.repeats
+        return out
+
+
+DEFAULT_THINKING_TOKENS = 4096
+
+
 @dataclass(frozen=True)
 class Sample:
     """One generated test item. Length and depth are axes of the sample, never part of a metric name."""
@@ -83,6 +123,19 @@ class Request:
     prompt_tokens: int | None = None
     user_text: str = ""  # for chat-completion APIs: the user message ...
     answer_prefix: str = ""  # ... and the start of the assistant turn
+    # the run's protocol (Generation): thinking mode and its budget on top of max_new_tokens, the system turn,
+    # sampling settings (empty: greedy) and the repeat this request is (0-based)
+    thinking: bool = False
+    max_thinking_tokens: int = 0
+    system_prompt: str | None = None
+    sampling: tuple[tuple[str, Any], ...] = ()
+    repeat: int = 0
+    template_kwargs: tuple[tuple[str, Any], ...] = ()  # what the chat template was given (enable_thinking, ...)
+
+    @property
+    def generation_limit(self) -> int:
+        """Tokens the backend may generate: the answer budget, plus the thinking budget in thinking mode."""
+        return self.max_new_tokens + (self.max_thinking_tokens if self.thinking else 0)
 
 
 @dataclass(frozen=True)
@@ -99,6 +152,8 @@ class Prediction:
     # what the times are: "sample" (this sample alone), "batch-share" (its batch's time / batch size),
     # "request" (a served request's latency, concurrent with others); "" when the backend does not say
     timing: str = ""
+    reasoning: str | None = None  # reasoning the server returned apart (an API's reasoning_content), else None
+    reasoning_tokens: int | None = None  # the backend's own count of generated reasoning tokens, where it knows it
 
 
 @dataclass(frozen=True)
@@ -153,3 +208,6 @@ class RunRecord:
     # backend_args above keeps every argument and the backend's own info as of the first session
     identity_args: dict[str, Any] = field(default_factory=dict)
     kind: str = "score"  # a scored run (trainings write their own records)
+    # the run's protocol when it is not the default (greedy, thinking off, no system turn, one repeat): thinking,
+    # max_thinking_tokens, system_prompt, gen_kwargs, repeats (Generation.identity); part of the run's identity
+    generation: dict[str, Any] = field(default_factory=dict)
