@@ -144,7 +144,8 @@ def variance_components(a: Arm, b: Arm, codes: np.ndarray, n_cells: int, cluster
                         ) -> Components:
     """Each arm's seed level is the spread of its seeds' weighted means (S − 1 df, exact under normality, which
     carries the seed x task interaction too); the sample level is the within-cell spread of the seed-averaged
-    differences less the seed noise it repeats (estimated from the residuals on many df). Nothing is truncated at
+    differences less the seed noise it repeats (estimated from the residuals on many df, sample by sample: noise
+    that a seed shares across a haystack is left in, which errs on the safe side). Nothing is truncated at
     the seed level, so a seed spread that is small by chance cannot switch its df to the sample level's."""
     w = _weights(codes, n_cells)
     d = a.scores.mean(axis=0) - b.scores.mean(axis=0)
@@ -155,7 +156,7 @@ def variance_components(a: Arm, b: Arm, codes: np.ndarray, n_cells: int, cluster
             continue
         seed_parts.append((float((arm.scores @ w).var(ddof=1)) / S, S - 1.0))
         dev = arm.scores - arm.scores.mean(axis=0)
-        noise += sum(_cell_mean_variance(dev, codes == c, clusters)[0] * S / (S - 1)
+        noise += sum(_cell_mean_variance(dev, codes == c, None)[0] * S / (S - 1)
                      for c in range(n_cells) if (codes == c).sum() > 1) / n_cells ** 2 / S
     var_sample, df_sample = 0.0, 0
     for c in range(n_cells):
