@@ -130,3 +130,49 @@ def test_mean_of_task_means_interval_coverage(per_task):
     ones = stratified_interval([[1.0] * per_task] * 13)  # all correct is not certainty
     n = 13 * per_task
     assert ones.hi == 1.0 and ones.lo == pytest.approx(0.025 ** (1 / n))  # Clopper-Pearson's closed form at k = n
+
+
+def test_unequal_task_sizes_keep_their_coverage():
+    """The issue's case: 11 easy tasks of 100 samples beside 2 hard ones of 5. The design effect alone (which assumes
+    every task at the mean) covered 66%; the variance-based n_eff restores nominal coverage."""
+    rng = np.random.default_rng(4)
+    ps = [0.95] * 11 + [0.3] * 2
+    ns = [100] * 11 + [5] * 2
+    ivs = [stratified_interval([rng.binomial(1, p, n) for p, n in zip(ps, ns)]) for _ in range(1500)]
+    assert np.mean([iv.lo <= np.mean(ps) <= iv.hi for iv in ivs]) >= 0.935
+    equal = [rng.binomial(1, 0.8, 40) for _ in range(13)]  # equal n and p: the pooled k-of-N interval, unchanged
+    k = sum(e.sum() for e in equal)
+    assert (stratified_interval(equal).lo, stratified_interval(equal).hi) == pytest.approx(
+        (binomial_interval(int(k), 13 * 40).lo, binomial_interval(int(k), 13 * 40).hi))
+
+
+def test_shared_haystacks_widen_the_cell_interval():
+    """Samples of one haystack move together: with a cluster id per sample the interval is Korn-Graubard's (wider)."""
+    rng = np.random.default_rng(5)
+    hay = np.repeat(np.arange(10), 10)
+    scores = (rng.random(100) < np.clip(0.6 + rng.normal(0, 0.3, 10)[hay], 0, 1)).astype(float)
+    naive, clustered = mean_interval(scores), mean_interval(scores, clusters=hay)
+    assert clustered.method.startswith("clopper-pearson (Korn-Graubard, 10 clusters")
+    assert clustered.hi - clustered.lo > naive.hi - naive.lo
+    assert mean_interval(scores, clusters=np.arange(100)).method == "clopper-pearson"  # singletons: no clustering
+
+
+def test_clustered_pairs_flip_together():
+    d = np.array([1.0, 1.0, 1.0, 1.0, -1.0, -1.0])
+    t = paired_test(d, np.zeros(6), clusters=[0, 0, 0, 0, 1, 1])
+    assert t.method == "cluster sign-flip permutation (exact)" and t.p_value == 1.0  # 2 units: every flip is as extreme
+    assert paired_test(d, np.zeros(6)).method == "exact sign test"
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.15, 0.3])
+def test_the_paired_interval_inverts_the_paired_test(shift):
+    """Same rng, same draws: the interval excludes 0 exactly when the test's p is below 1 - level."""
+    rng = np.random.default_rng(6)
+    strata = np.repeat(["x", "y", "z"], 30)
+    a = (rng.random(90) < 0.5 + shift).astype(float)
+    b = (rng.random(90) < np.where(strata == "x", 0.3, 0.6)).astype(float)
+    w = np.where(strata == "x", 0.5, 1.0)
+    lo, hi, p0 = sign_flip_interval(a * w, b * w, strata=list(strata), rng=np.random.default_rng(9))
+    t = paired_test(a * w, b * w, strata=list(strata), rng=np.random.default_rng(9))
+    assert p0 == pytest.approx(t.p_value) and t.method.startswith("sign-flip permutation")
+    assert lo <= t.diff <= hi and (lo > 0 or hi < 0) == (t.p_value < 0.05)
