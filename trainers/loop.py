@@ -41,6 +41,14 @@ from ctxbench.trainers.base import (
     deepspeed_path,
 )
 from ctxbench.trainers.callbacks import training_callbacks
+from ctxbench.trainers.distributed import (
+    check_data_parallel,
+    distributed_arguments,
+    from_rank0,
+    is_main,
+    local_world_size,
+    world_size,
+)
 
 TRAIN_LOCK = "train.lock"  # in the run directory: one process trains a run at a time
 FINAL_STAGING = ".final.tmp"  # in output_dir: the final model is saved here, then published file by file
@@ -63,7 +71,7 @@ class HFTrainer:
         self.console = console
         self._tokenizer = None
         self._data: DataBundle | None = None
-        self.is_main = int(os.environ.get("RANK", "0")) == 0  # torchrun/deepspeed rank: only rank 0 writes files
+        self.is_main = is_main()  # torchrun/accelerate/deepspeed rank: only rank 0 writes files
 
     # --- identity -------------------------------------------------------------------------------
     @property
@@ -187,7 +195,7 @@ class HFTrainer:
         return torch.cuda.is_available()
 
     def world_size(self) -> int:
-        return int(os.environ.get("WORLD_SIZE", "1"))
+        return world_size()
 
     def steps_for(self, data: DataBundle) -> int:
         c = self.config
@@ -234,35 +242,52 @@ class HFTrainer:
 
         if c.threads:
             torch.set_num_threads(c.threads)
-        elif not torch.cuda.is_available():  # the cores not busy with other work (harness/core/cores.py)
+        elif not torch.cuda.is_available():  # the cores not busy with other work (harness/core/cores.py), per process
             from ctxbench.harness.core.cores import default_threads
 
-            torch.set_num_threads(default_threads())
+            torch.set_num_threads(max(1, default_threads() // local_world_size()))
         data = self.data
         done = None if fresh else self.finished(data)
         if done is not None:
             return self._result(done, skipped=True)
-        if not self.is_main:  # torchrun: rank 0 holds the run's one-writer lock for every rank
-            return self._train(data, callbacks)
+        args = self.arguments(data)  # refuses a launch that would train replicas, before anything is written
+        if not self.is_main:  # torchrun: rank 0 holds the run's one-writer lock for every rank and decides for all
+            verdict, detail = from_rank0()
+            if verdict == "refused":
+                raise ConfigError(detail)
+            return self._result(detail, skipped=True) if verdict == "done" else self._train(data, args, callbacks)
         run.dir.mkdir(parents=True, exist_ok=True)
-        with single_writer(run.dir / TRAIN_LOCK, what=run.dir.name, noun="this training",
-                           fix="wait for it to finish (its rerun then reports it trained)"):
-            if fresh:
-                shutil.rmtree(out, ignore_errors=True)
-                held = {TRAIN_LOCK, holder_path(run.dir / TRAIN_LOCK).name}
-                for f in run.dir.iterdir():  # all but the lock this process holds
-                    if f.name not in held:
-                        shutil.rmtree(f) if f.is_dir() else f.unlink()
-            done = self.finished(data)  # another process may have finished it while this one waited to start
-            if done is not None:
-                return self._result(done, skipped=True)
-            self._claim(out, data)
-            return self._train(data, callbacks)
+        told = False
+        try:
+            with single_writer(run.dir / TRAIN_LOCK, what=run.dir.name, noun="this training",
+                               fix="wait for it to finish (its rerun then reports it trained)"):
+                if fresh:
+                    shutil.rmtree(out, ignore_errors=True)
+                    held = {TRAIN_LOCK, holder_path(run.dir / TRAIN_LOCK).name}
+                    for f in run.dir.iterdir():  # all but the lock this process holds
+                        if f.name not in held:
+                            shutil.rmtree(f) if f.is_dir() else f.unlink()
+                done = self.finished(data)  # another process may have finished it while this one waited to start
+                if done is None:
+                    self._claim(out, data)
+                from_rank0(("done", done) if done is not None else ("train", None))
+                told = True
+                return self._result(done, skipped=True) if done is not None else self._train(data, args, callbacks)
+        except ConfigError as e:
+            if not told:  # the other ranks wait for rank 0's word: they refuse with the same line
+                from_rank0(("refused", str(e)))
+            raise
 
-    def _train(self, data: DataBundle, callbacks: Sequence[Any]) -> TrainResult:
-        c, run, out = self.config, self.run, self.output_dir
+    def arguments(self, data: DataBundle) -> Any:
+        """transformers.TrainingArguments; under a launcher, data parallel over every process (or refused)."""
         from transformers import TrainingArguments
 
+        args = TrainingArguments(**distributed_arguments(self.training_arguments(data), has_cuda=self._has_cuda()))
+        check_data_parallel(args)
+        return args
+
+    def _train(self, data: DataBundle, args: Any, callbacks: Sequence[Any]) -> TrainResult:
+        c, run, out = self.config, self.run, self.output_dir
         last = last_checkpoint(out)
         model = self.build_model(data)
         params = sum(p.numel() for p in model.parameters())
@@ -270,7 +295,6 @@ class HFTrainer:
         if self.is_main:
             run.write(record)
             run.repair()
-        args = TrainingArguments(**self.training_arguments(data))
         per_step = data.tokens_per_sequence * c.per_device_batch_size * c.gradient_accumulation_steps * self.world_size()
         shown = training_callbacks(run, per_step, self.console, self.name)
         hf = self.hf_trainer_class()(
@@ -288,8 +312,9 @@ class HFTrainer:
             kept = last_checkpoint(out)
             raise Interrupted(f"at step {hf.state.global_step}/{hf.state.max_steps} of training {self.run_id} "
                               f"({Path(kept).name + ' kept' if kept else 'no checkpoint yet'})") from None
-        if data.eval is not None and hf.state.global_step % args.eval_steps:
-            hf.evaluate()  # the final validation loss, at the last step
+        evaluated = any("eval_loss" in h and h.get("step") == hf.state.global_step for h in hf.state.log_history)
+        if data.eval is not None and not evaluated:
+            hf.evaluate()  # the final validation loss, at the last step (once: transformers may have just run it)
         staging = out / FINAL_STAGING  # every rank saves (ZeRO-3 gathers); rank 0 publishes
         if hf.is_world_process_zero():
             shutil.rmtree(staging, ignore_errors=True)
@@ -331,9 +356,22 @@ class HFTrainer:
                 raise ConfigError(f"output_dir: {out} holds checkpoints trained on other data (data hash "
                                   f"{owner.get('data_hash') or 'unrecorded'}, now {data.data_hash}); choose another "
                                   "output_dir or pass --fresh to discard them")
+            self._check_world_size(out, int(owner.get("world_size", 1)))
         out.mkdir(parents=True, exist_ok=True)
         mark.write_text(json.dumps({"config_hash": self.config.config_hash(), "data_hash": data.data_hash,
-                                    "run_id": self.run_id}))
+                                    "run_id": self.run_id, "world_size": self.world_size()}))
+
+    def _check_world_size(self, out: Path, before: int) -> None:
+        """A checkpoint resumed by another number of processes would take another global batch: its step count and
+        data order would no longer be the run's. Refused, naming the process count that resumes it."""
+        now = self.world_size()
+        if before == now or last_checkpoint(out) is None:
+            return
+        c = self.config
+        batch = c.per_device_batch_size * c.gradient_accumulation_steps
+        raise ConfigError(f"output_dir: {out} holds checkpoints trained by {before} process(es) (global batch "
+                          f"{batch * before}), this launch has {now} (global batch {batch * now}); resume with "
+                          f"{before} process(es) (torchrun --nproc_per_node {before}) or pass --fresh to start over")
 
     def base_gguf(self) -> str | None:
         """The GGUF file the base model was dequantized from (its weights carry the quantization error), if any."""

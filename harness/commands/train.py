@@ -37,6 +37,8 @@ def train(
         writable_dir(Path(cfg.output_dir), "--output-dir" if output_dir else "output_dir")
     trainer = cls(cfg, console=err, stage=stage) if staged else cls(cfg, console=err)
     result = trainer.train(fresh=fresh)
+    if not trainer.is_main:  # torchrun: the other ranks trained the same model; rank 0 says what was done
+        return
     for earlier in getattr(trainer, "results", [])[:-1]:
         state = "already trained" if earlier.skipped else f"trained {earlier.steps} steps"
         out.print(f"stage checkpoint ({state}): {earlier.checkpoint}", soft_wrap=True, highlight=False)

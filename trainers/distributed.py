@@ -1,0 +1,76 @@
+"""Multi-process training (torchrun, accelerate launch, deepspeed): one data-parallel training, or a refusal.
+
+A launcher starts N processes with WORLD_SIZE/RANK/LOCAL_RANK set. transformers runs them as one DDP training on a
+GPU (nccl), but on a CPU only with `use_cpu=True` (gloo): without it every rank trains its own replica and writes the
+same files. So a launched run without a GPU gets use_cpu (and gloo) here, and a configuration under which
+transformers would still not run the N processes as one training is refused with one line before anything is written.
+Rank 0 decides what the run does (train, skip as finished, refuse) and tells the other ranks, so all act alike.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ctxbench.harness.core.errors import ConfigError
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def local_world_size() -> int:
+    return int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+
+
+def is_main() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def launched() -> bool:
+    """Whether a launcher started this process as one of several."""
+    return world_size() > 1
+
+
+def distributed_arguments(kw: dict[str, Any], *, has_cuda: bool) -> dict[str, Any]:
+    """TrainingArguments keys that make a launched run data parallel: use_cpu and gloo where no GPU is used."""
+    if not launched():
+        return kw
+    n = world_size()
+    if kw.get("deepspeed"):
+        import importlib.util
+
+        if importlib.util.find_spec("deepspeed") is None:
+            raise ConfigError("deepspeed: the deepspeed package is not installed; install it (pip install deepspeed) "
+                              "or drop deepspeed from the config to train with plain DDP")
+    if not has_cuda or kw.get("use_cpu"):
+        if kw.get("use_cpu") is False:
+            raise ConfigError(f"extra_args.use_cpu: false with {n} processes and no GPU would train {n} independent "
+                              "replicas; remove it (ctxbench sets use_cpu for a launched CPU run)")
+        kw = {**kw, "use_cpu": True, "ddp_backend": kw.get("ddp_backend") or "gloo"}
+    else:
+        import torch
+
+        if local_world_size() > torch.cuda.device_count():
+            raise ConfigError(f"--nproc_per_node: {local_world_size()} processes on a machine with "
+                              f"{torch.cuda.device_count()} GPU(s); launch at most one process per GPU")
+    return {"ddp_find_unused_parameters": False, **kw}  # every trained weight takes part in every step
+
+
+def check_data_parallel(args: Any) -> None:
+    """Refuse a launched run that transformers would not train as one model over all processes."""
+    if launched() and args.world_size != world_size():
+        raise ConfigError(f"launcher: {world_size()} processes were started, but transformers would train "
+                          f"{world_size()} independent replicas (parallel mode {args.parallel_mode.value}); "
+                          "drop extra_args that select a device, or launch one process")
+
+
+def from_rank0(value: Any = None) -> Any:
+    """Rank 0's `value` on every rank (a no-op in one process): what the run does, decided once."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
