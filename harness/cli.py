@@ -18,12 +18,12 @@ from ctxbench.harness.cli_common import (
     _ints,
     _kv,
     err,
-    greedy_gen_kwargs,
     lmeval_model,
     log_samples_note,
     out,
     writable_dir,
 )
+from ctxbench.harness.cli_generation import generation as protocol
 from ctxbench.harness.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConfigError, CtxbenchError
 from ctxbench.harness.core.io import atomic_write
 from ctxbench.harness.core.prompting import check_template_name
@@ -76,8 +76,10 @@ def score(
     output_path: Optional[Path] = typer.Option(None, "--output_path", "--output-path", help="lm-eval's spelling of --store"),
     num_fewshot: Optional[int] = typer.Option(None, "--num_fewshot", "--num-fewshot", help="few-shot examples, for the "
                                               "tasks with a num_fewshot argument (ruler/cwe, lmeval/*)"),
-    gen_kwargs: Optional[str] = typer.Option(None, "--gen_kwargs", "--gen-kwargs", help="lm-eval's K=V,K=V: greedy "
-                                             "settings only (temperature=0, do_sample=false): ctxbench decodes greedily"),
+    gen_kwargs: Optional[str] = typer.Option(None, "--gen-kwargs", "--gen_kwargs", help="sampling K=V,...: temperature, "
+                                             "top_p, top_k, seed (default greedy, as RULER decodes)"),
+    repeats: int = typer.Option(1, help="generations per sample (with --gen-kwargs sampling); a cell averages each "
+                                "sample's repeats first"),
     log_samples: bool = typer.Option(False, "--log_samples", "--log-samples", help="accepted for lm-eval users; ctxbench "
                                      "always logs every sample (samples.jsonl)"),
     system_prompt: Optional[str] = typer.Option(None, "--system-prompt", "--system_instruction", "--system-instruction",
@@ -95,8 +97,8 @@ def score(
     if samples is not None and samples < 1:
         raise ConfigError("--samples: must be at least 1")
     choice = lmeval_model(model=model, backend=backend, store=store_dir, model_args=model_args, output_path=output_path)
-    greedy_gen_kwargs(gen_kwargs)
-    generation = _generation(thinking, max_thinking_tokens, system_prompt)
+    generation = protocol(thinking=thinking, max_thinking_tokens=max_thinking_tokens, system_prompt=system_prompt,
+                          gen_kwargs=gen_kwargs, repeats=repeats, backend=choice.backend)
     if template is not None:
         check_template_name(template, field="--template")
     writable_dir(choice.store, "--output_path" if output_path else "--store")
@@ -127,20 +129,6 @@ def score(
         err.print(f"{outcome.failed} samples failed ({reasons}); rerun the same command to retry them", highlight=False)
         raise typer.Exit(EXIT_FAILED)
     out.print(f"next: ctxbench board build --store {store_dir}", highlight=False)
-
-
-def _generation(thinking: str, max_thinking_tokens: Optional[int], system_prompt: Optional[str]):
-    """The run's protocol from its options, checked before anything is written."""
-    from ctxbench.harness.core.types import THINKING_MODES, Generation
-
-    if thinking not in THINKING_MODES:
-        raise ConfigError(f"--thinking: use on, off or auto, got {thinking!r}")
-    if max_thinking_tokens is not None and (max_thinking_tokens < 1 or thinking == "off"):
-        raise ConfigError("--max-thinking-tokens: " + ("must be at least 1" if max_thinking_tokens < 1 else
-                                                        "a thinking budget needs --thinking on (or auto)"))
-    if system_prompt is not None and not system_prompt.strip():
-        raise ConfigError("--system-prompt: empty; give the text of the system turn, or drop the option")
-    return Generation(thinking=thinking, max_thinking_tokens=max_thinking_tokens or 0, system_prompt=system_prompt)
 
 
 def _suite(name: Optional[str], tasks: Optional[str], num_fewshot: Optional[int], **overrides):

@@ -30,7 +30,7 @@ from ctxbench.harness.core.models import tokenizer_fingerprint, weights_fingerpr
 from ctxbench.harness.core.prompting import PromptRenderer
 from ctxbench.harness.core.redact import redact_all, url_secrets
 from ctxbench.harness.core.store import RunStore, check_identity
-from ctxbench.harness.core.types import EXECUTION_ARGS, Generation
+from ctxbench.harness.core.types import EXECUTION_ARGS, Generation, repeat_id
 from ctxbench.harness.plan_size import Estimate, check_size, estimate
 
 
@@ -108,9 +108,10 @@ class Cell:
     length: int
     planned: int  # samples of the whole run (all shards)
     indices: tuple[int, ...]  # this shard's
+    repeats: int = 1  # generations per sample (--repeats): each is a row
 
     def ids(self) -> list[str]:
-        return [f"{self.task.name}@{self.length}#{j}" for j in self.indices]
+        return [repeat_id(f"{self.task.name}@{self.length}#{j}", r) for j in self.indices for r in range(self.repeats)]
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ class Prepared:
 
     @property
     def planned(self) -> int:
-        return sum(len(c.indices) for c in self.cells)
+        return sum(len(c.indices) * c.repeats for c in self.cells)
 
 
 def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None) -> Prepared:
@@ -143,7 +144,7 @@ def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None) -> Prepa
     renderer = PromptRenderer(model.tokenizer, suite.template, system=gen.system_prompt, thinking=gen.thinking)
     plan = plan.resolved(renderer.thinking)
     ctx = GenContext(model.tokenizer, renderer, data_dir=plan.data_dir, verify=resolve_mode(suite.verify, suite.samples))
-    cells, external = plan_cells(suite, ctx, keep=plan.in_shard)
+    cells, external = plan_cells(suite, ctx, keep=plan.in_shard, repeats=gen.repeats)
     check_lengths(cells, model, suite.truncation, thinking=plan.generation.thinking_budget)
     size = estimate(((c.length, len(c.indices)) for c in cells), max(1, int(getattr(model, "batch_size", 1) or 1)))
     size.check_memory()
@@ -173,7 +174,8 @@ def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None) -> Prepa
 def _check_tasks(cells: list[Cell], ctx: GenContext, seed: int, done: frozenset[str]) -> None:
     """Bad task data, and a length too short for a task: the first pending sample of each task's shortest cell
     (a longer length fits if a shorter one does), built without the sample cache."""
-    pending = [(c, [j for j, sid in zip(c.indices, c.ids()) if sid not in done]) for c in cells]
+    pending = [(c, [j for j in c.indices if any(repeat_id(f"{c.task.name}@{c.length}#{j}", r) not in done
+                                                 for r in range(c.repeats))]) for c in cells]
     pending = [(c, todo) for c, todo in pending if todo]
     for task in {id(c.task): c.task for c, _ in pending}.values():
         if hasattr(task, "prepare"):
@@ -222,7 +224,7 @@ def model_fingerprint(backend: Any, model: str) -> str:
         return "name:" + model
 
 
-def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True) -> tuple[list[Cell], list[Any]]:
+def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True, repeats: int = 1) -> tuple[list[Cell], list[Any]]:
     """The suite's (task, length) cells and its external tasks, without generating any sample."""
     cells, external = [], []
     for i, spec in enumerate(suite.tasks):
@@ -236,7 +238,7 @@ def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True) -> tu
             if length == 0:
                 raise ConfigError(f"tasks.{i}: {spec.display} needs a length of at least 64 tokens; length 0 is for "
                                   "short-context (lm-eval) tasks only")
-            cells.append(Cell(task, length, n, tuple(j for j in range(n) if keep(f"{task.name}@{length}#{j}"))))
+            cells.append(Cell(task, length, n, tuple(j for j in range(n) if keep(f"{task.name}@{length}#{j}")), repeats))
     return cells, external
 
 

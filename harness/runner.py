@@ -44,7 +44,16 @@ from ctxbench.harness.core.reasoning import UNFINISHED, opened_in_prompt, split_
 from ctxbench.harness.core.redact import redact_all
 from ctxbench.harness.core.signals import Interrupted
 from ctxbench.harness.core.store import RunStore, error_reason
-from ctxbench.harness.core.types import EXECUTION_ARGS, Generation, Prediction, Request, RunRecord, Sample, TokenLogprobs
+from ctxbench.harness.core.types import (
+    EXECUTION_ARGS,
+    Generation,
+    Prediction,
+    Request,
+    RunRecord,
+    Sample,
+    TokenLogprobs,
+    repeat_id,
+)
 from ctxbench.harness.plan_size import chunk_size
 from ctxbench.harness.planning import (  # noqa: F401 - Cell, plan_cells, model_fingerprint: re-exported
     Cell,
@@ -93,10 +102,11 @@ def chunks(items: Iterable[Sample], size: int) -> Iterator[list[Sample]]:
         yield buf
 
 
-def request(s: Sample, gen: Generation = Generation(), template_kwargs: dict[str, Any] | None = None) -> Request:
-    return Request(s.id, s.prompt, s.max_new_tokens, s.add_special_tokens, s.prompt_tokens, s.user_text, s.answer_prefix,
+def request(s: Sample, gen: Generation = Generation(), template_kwargs: dict[str, Any] | None = None,
+            repeat: int = 0) -> Request:
+    return Request(repeat_id(s.id, repeat), s.prompt, s.max_new_tokens, s.add_special_tokens, s.prompt_tokens, s.user_text, s.answer_prefix,
                    thinking=gen.on, max_thinking_tokens=gen.thinking_budget, system_prompt=gen.system_prompt,
-                   sampling=gen.gen_kwargs, template_kwargs=tuple(sorted((template_kwargs or {}).items())))
+                   sampling=gen.gen_kwargs, repeat=repeat, turns=s.turns, template_kwargs=tuple(sorted((template_kwargs or {}).items())))
 
 
 def build_backend(plan: RunPlan, truncation: str) -> Any:
@@ -216,11 +226,11 @@ def _score_cells(cells, done, backend, ready: Prepared, store, outcome: RunOutco
     if not cells:
         return
     work = sum(len(c.indices) * c.length for c in cells)
-    finished = sum(c.length for c in cells for j in c.indices if f"{c.task.name}@{c.length}#{j}" in done)
+    finished = sum(c.length for c in cells for j in c.indices if not _missing(c, j, done))
     with progress(console, count="{task.fields[samples]}") as bar:
         job = bar.add_task(f"scoring {name}", total=work, completed=finished, samples=_count(outcome))
         for cell in cells:
-            todo = [j for j in cell.indices if f"{cell.task.name}@{cell.length}#{j}" not in done]
+            todo = [j for j in cell.indices if _missing(cell, j, done)]
             if not todo:
                 continue
             bar.update(job, description=f"scoring {name} · {cell.task.name} @ {cell.length}")
@@ -232,8 +242,9 @@ def _score_cells(cells, done, backend, ready: Prepared, store, outcome: RunOutco
                     if cell.task.needs == "prompt_logprobs":
                         rows = _logprob_rows(cell.task, batch, backend)
                     else:
-                        preds = backend.generate([request(s, gen, template_kwargs) for s in batch])
-                        rows = [_row(cell.task, s, p, gen, ctx.tokenizer) for s, p in zip(batch, preds)]
+                        asks = [(s, r) for s in batch for r in range(cell.repeats) if repeat_id(s.id, r) not in done]
+                        preds = backend.generate([request(s, gen, template_kwargs, r) for s, r in asks])
+                        rows = [_row(cell.task, s, p, gen, ctx.tokenizer, r) for (s, r), p in zip(asks, preds)]
                     store.append(rows)
                     for r in rows:
                         if r["error"]:
@@ -242,6 +253,12 @@ def _score_cells(cells, done, backend, ready: Prepared, store, outcome: RunOutco
                             outcome.done += 1
                             outcome.unfinished += r.get("failure") == UNFINISHED
                     bar.update(job, advance=cell.length * len(batch), samples=_count(outcome))
+
+
+def _missing(cell: Cell, index: int, done) -> bool:
+    """Whether some repeat of the cell's sample `index` has no row yet."""
+    sid = f"{cell.task.name}@{cell.length}#{index}"
+    return any(repeat_id(sid, r) not in done for r in range(cell.repeats))
 
 
 def _count(outcome: RunOutcome) -> str:
@@ -297,12 +314,13 @@ def _thinking(s: Sample, p: Prediction, tokenizer: Any) -> tuple[str, bool, dict
     return split.answer, split.finished, fields if split.finished else {**fields, "failure": UNFINISHED}
 
 
-def _row(task, s: Sample, p: Prediction, gen: Generation = Generation(), tokenizer: Any = None) -> dict[str, Any]:
+def _row(task, s: Sample, p: Prediction, gen: Generation = Generation(), tokenizer: Any = None,
+         repeat: int = 0) -> dict[str, Any]:
     """A sample's row; in thinking mode the reasoning is split off first (_thinking) and only the answer is scored."""
     answer, finished, thinking = _thinking(s, p, tokenizer) if gen.on and not p.error else (p.text, True, {})
     score = None if p.error else task.score(answer, s) if finished else 0.0
     return {
-        "id": s.id, "task": s.task, "category": task.category, "length": s.length, "index": s.index,
+        "id": repeat_id(s.id, repeat), "task": s.task, "category": task.category, "length": s.length, "index": s.index,
         "depths": list(s.depths), "prompt_hash": s.prompt_hash, "prompt_tokens": p.prompt_tokens or s.prompt_tokens,
         "max_new_tokens": s.max_new_tokens, "prediction": answer, "generated_tokens": p.generated_tokens,
         "seconds": round(p.seconds, 4), "timing": p.timing,
@@ -313,4 +331,5 @@ def _row(task, s: Sample, p: Prediction, gen: Generation = Generation(), tokeniz
         "depth": s.meta.get("depth"), "position": s.meta.get("position"),
         "meta": {k: v for k, v in s.meta.items() if k not in ("depth", "position", "user_text")},
         **thinking,  # reasoning, reasoning_tokens, reasoning_format, answer_tokens, failure (docs/thinking.md)
+        **({"repeat": repeat} if gen.repeats > 1 else {}),  # which generation of the sample (--repeats)
     }

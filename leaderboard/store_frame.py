@@ -28,6 +28,7 @@ import pandas as pd
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_write
 from ctxbench.harness.core.store import TRAINING, RunStore, error_reason, list_runs, run_dirs
+from ctxbench.harness.core.types import sample_of
 
 REPORTED_DIR = "_reported"
 SCORE_COLUMNS = ["model", "run_id", "task", "category", "length", "depth", "index", "seed", "score", "position", "source",
@@ -125,7 +126,7 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
     have = {k[:4] for k in units}
     pending = {k: v for k, v in pending.items() if k not in have}
 
-    scored = [_score_row(row, info) for _, row, info in units.values() if row.get("score") is not None]
+    scored = average_repeats([_score_row(row, info) for _, row, info in units.values() if row.get("score") is not None])
     scores = pd.DataFrame(scored, columns=SCORE_COLUMNS) if scored else pd.DataFrame(columns=SCORE_COLUMNS)
     skipped = [where for s in stores for where in s.read_stats.bad] + bad_rows
     return StoreFrames(scores, _cells(units, pending), pd.DataFrame(provenance), skipped, notes)
@@ -164,24 +165,40 @@ def _score_row(row: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
         "score": row["score"], "position": row["position"] if row.get("position") is not None else math.nan,
         "source": "measured", "claimed_length": info["claimed_length"], "prediction": row.get("prediction", ""),
         "answers": row.get("answers", []), "fingerprint": info["fingerprint"], "prompt_hash": row.get("prompt_hash", ""),
-        "empty": bool(row.get("empty", False)),
+        "empty": bool(row.get("empty", False)), "_repeat": int(row.get("repeat") or 0),
     }
+
+
+def average_repeats(scored: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per sample: the mean score of its repeats (--repeats), before any statistic. The intervals and paired
+    tests then see each sample once, its repeats as one cluster, never as independent samples."""
+    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for row in scored:
+        groups[(row["model"], row["fingerprint"], row["seed"], row["task"], row["length"], row["index"],
+                row["prompt_hash"])].append(row)
+    out = []
+    for rows in groups.values():
+        first = min(rows, key=lambda r: r["_repeat"])  # its prediction and flags stand for the sample
+        out.append({**first, "score": sum(float(r["score"]) for r in rows) / len(rows)} if len(rows) > 1 else first)
+    return out
 
 
 def _cells(units: dict, pending: dict) -> pd.DataFrame:
     counts: dict[tuple, Counter] = defaultdict(Counter)
     reasons: dict[tuple, Counter] = defaultdict(Counter)
     thinking: dict[tuple, list[int]] = defaultdict(list)
-    for _, row, info in units.values():
+    failed: dict[tuple, bool] = {}  # per sample (its repeats together): whether some repeat errored
+    for key, (_, row, info) in units.items():
         cell = (info["model"], row.get("task"), int(row.get("length") or 0))
+        sample = (*cell, *key[1:3], sample_of(key[3]))
         if row.get("reasoning_tokens") is not None:
             thinking[cell].append(int(row["reasoning_tokens"]))
-        if row.get("score") is not None:
-            counts[cell]["done"] += 1
-            counts[cell]["unfinished"] += row.get("failure") == "thinking_unfinished"
-        else:
-            counts[cell]["errored"] += 1
+        counts[cell]["unfinished"] += row.get("failure") == "thinking_unfinished"
+        failed[sample] = failed.get(sample, False) or row.get("score") is None
+        if row.get("score") is None:
             reasons[cell][error_reason(str(row.get("error") or "error"))] += 1
+    for sample, bad in failed.items():
+        counts[sample[:3]]["errored" if bad else "done"] += 1
     for (model, *_), (task, length) in pending.items():
         counts[(model, task, length)]["pending"] += 1
     rows = []

@@ -143,6 +143,7 @@ class Task:
             add_special_tokens=text.add_special_tokens,
             user_span=text.user_span,
             answer_prefix=text.prefix,
+            turns=text.turns,
             meta=(meta or {}) if text.user_span is not None or not text.user else {**(meta or {}), "user_text": text.user},
         )
 

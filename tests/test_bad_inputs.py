@@ -139,7 +139,12 @@ def cases(f: dict[str, str]) -> dict[str, tuple[list[str], str]]:
         "device_misspelt": (["score", "--store", "{store}", "--device", "gpu"], "use auto, cpu, cuda, cuda:N or mps"),
         "template_unknown": ([*score, "--template", "chatt"], "use auto, chat or one of plain"),
         "num_fewshot_on_zero_shot_tasks": ([*score, "--tasks", "ruler/niah*", "--num_fewshot", "5"], "takes few-shot"),
-        "gen_kwargs_sampling": ([*score, "--gen_kwargs", "temperature=0.7"], "decodes greedily"),
+        "gen_kwargs_unknown_key": ([*score, "--gen_kwargs", "max_gen_toks=5"], "--gen-kwargs: max_gen_toks: unknown"),
+        "gen_kwargs_bad_value": ([*score, "--gen-kwargs", "temperature=hot"], "temperature and top_p are numbers"),
+        "repeats_greedy": ([*score, "--repeats", "3"], "--repeats 3: greedy decoding gives the same answer"),
+        "max_new_tokens_twice": ([*score, "--suite", suite(tmp, "mnt.yaml", GOOD.replace(
+            "[ruler/niah_single_1]", "[{task: ruler/niah_single_1, max_new_tokens: 9, args: {tokens_to_generate: 9}}]"))],
+            "not both"),
         "output_path_a_file": (["score", "--backend", "echo", "--output_path", "{out}/results.json"], "give a directory"),
         "output_path_and_store": ([*score, "--output_path", "{out}"], "give one of them"),
         "model_twice": ([*score, "--model", "x", "--model_args", "pretrained=y"], "give it once"),

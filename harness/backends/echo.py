@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 
 from ctxbench.harness.core.types import Prediction, Request
@@ -26,5 +27,14 @@ class EchoBackend:
         out = []
         for r in requests:
             time.sleep(self.delay)
-            out.append(Prediction(r.sample_id, r.prompt[-80:], r.prompt_tokens or 0, 0, self.delay))
+            out.append(Prediction(r.sample_id, self._answer(r), r.prompt_tokens or 0, 0, self.delay))
         return out
+
+    @staticmethod
+    def _answer(r: Request) -> str:
+        """The end of the prompt; with sampling (--gen-kwargs), the whole prompt (where the answer is) or nothing, drawn
+        from the seed, the repeat and the sample, so repeats differ as a sampled model's would (to test averaging)."""
+        if not r.sampling:
+            return r.prompt[-80:]
+        seed = dict(r.sampling).get("seed", 0)
+        return r.prompt if random.Random(f"{seed}:{r.sample_id}").random() < 0.5 else ""

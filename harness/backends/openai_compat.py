@@ -243,6 +243,7 @@ class OpenAIBackend(RetryingHTTP):
     def _messages(self, r: Request) -> list[dict[str, str]]:
         user = r.user_text or r.prompt
         system = [{"role": "system", "content": r.system_prompt}] if r.system_prompt is not None else []
+        system += [{"role": role, "content": content} for role, content in r.turns]  # a conversation's earlier turns
         if not r.answer_prefix:
             return [*system, {"role": "user", "content": user}]
         if self.prefill == "continue":

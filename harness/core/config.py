@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ctxbench.harness.core import registry
 from ctxbench.harness.core.errors import ConfigError
@@ -23,6 +23,19 @@ class TaskSpec(BaseModel):
     name: str | None = Field(None, description="display name for a variant; defaults to the task name")
     args: dict[str, Any] = Field(default_factory=dict, description="overrides of the task's arguments")
     lengths: list[int] | None = Field(None, description="lengths for this task only (e.g. LongBench at 128K in a RULER suite)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _max_new_tokens(cls, data):
+        """`max_new_tokens: N` (lm-eval's and HELMET's name) is this task's answer budget: the task argument
+        tokens_to_generate, where the suite stores it (so the run's identity and the sample cache see it)."""
+        if isinstance(data, dict) and "max_new_tokens" in data:
+            data = dict(data)
+            budget = data.pop("max_new_tokens")
+            if "tokens_to_generate" in (data.get("args") or {}):
+                raise ValueError("give max_new_tokens or args.tokens_to_generate, not both")
+            data["args"] = {**(data.get("args") or {}), "tokens_to_generate": budget}
+        return data
 
     @field_validator("lengths", mode="before")
     @classmethod

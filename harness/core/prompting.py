@@ -10,6 +10,7 @@ chat template with a thinking switch (`enable_thinking`, Qwen3 and others) is to
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,7 @@ class Rendered:
     add_special_tokens: bool
     user: str = ""  # the task text, for backends that send chat messages instead of raw text
     prefix: str = ""  # the answer prefix: the start of the assistant turn
+    turns: tuple[tuple[str, str], ...] = ()  # (role, content) of the task's turns before its last user message
 
     @property
     def user_span(self) -> tuple[int, int] | None:
@@ -73,22 +75,43 @@ class PromptRenderer:
         """What besides the template name changes a rendered prompt (the sample cache's key); {} by default."""
         return {"thinking": self.thinking} if self.thinking != "off" else {}
 
-    def render(self, task_text: str, answer_prefix: str = "") -> Rendered:
+    def render(self, task: str | Sequence[Mapping[str, str]], answer_prefix: str = "") -> Rendered:
+        """The exact prompt of a task's text, or of its conversation: a list of {role, content} messages (system,
+        user and assistant turns, e.g. few-shot chat or MRCR) ending with a user message. The run's system prompt
+        comes first. What is returned is what the fitter counts, so a conversation is counted as rendered."""
+        turns, task_text = conversation(task)
         if self.thinking == "on":
             answer_prefix = ""  # the model reasons first: a prefix would start its answer before its reasoning
+        head = ((("system", self.system),) if self.system is not None else ()) + turns
         if self.template == "chat":
-            messages = [{"role": "user", "content": task_text}]
-            if self.system is not None:
-                messages.insert(0, {"role": "system", "content": self.system})
-            head = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+            messages = [*({"role": r, "content": c} for r, c in head), {"role": "user", "content": task_text}]
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
                                                       **self.template_kwargs)
-            return Rendered(head + answer_prefix, False, task_text, answer_prefix)
-        system = f"{self.system}\n\n" if self.system is not None else ""
-        return Rendered(PLAIN_TEMPLATES[self.template].format(task=system + task_text) + answer_prefix, True, task_text,
-                        answer_prefix)
+            return Rendered(text + answer_prefix, False, task_text, answer_prefix, turns)
+        before = "".join(f"{c}\n\n" for _, c in head)  # plain templates: earlier turns as text before the task's
+        return Rendered(PLAIN_TEMPLATES[self.template].format(task=before + task_text) + answer_prefix, True, task_text,
+                        answer_prefix, turns)
 
     def count(self, rendered: Rendered) -> int:
         return token_counts(self.tokenizer, [rendered.text], add_special_tokens=rendered.add_special_tokens)[0]
+
+
+ROLES = ("system", "user", "assistant")
+
+
+def conversation(task: str | Sequence[Mapping[str, str]]) -> tuple[tuple[tuple[str, str], ...], str]:
+    """(the turns before the last user message, its text) of a task's text or message list."""
+    if isinstance(task, str):
+        return (), task
+    turns = []
+    for i, m in enumerate(task):
+        role, content = m.get("role"), m.get("content")
+        if role not in ROLES or not isinstance(content, str):
+            raise ConfigError(f"messages.{i}: need a role (system, user or assistant) and a text content, got {dict(m)!r}")
+        turns.append((role, content))
+    if not turns or turns[-1][0] != "user":
+        raise ConfigError("messages: a conversation must end with a user message (the model answers it)")
+    return tuple(turns[:-1]), turns[-1][1]
 
 
 def thinking_switch(tokenizer) -> str | None:

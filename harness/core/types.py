@@ -61,6 +61,16 @@ class Generation:
 DEFAULT_THINKING_TOKENS = 4096
 
 
+def repeat_id(sample_id: str, repeat: int) -> str:
+    """A repeat's row id: the sample's id for the first, `<id>~<r>` for the others (the store keeps every repeat)."""
+    return sample_id if repeat == 0 else f"{sample_id}~{repeat}"
+
+
+def sample_of(row_id: str) -> str:
+    """The sample a row id (a repeat's included) belongs to."""
+    return row_id.split("~", 1)[0]
+
+
 @dataclass(frozen=True)
 class Sample:
     """One generated test item. Length and depth are axes of the sample, never part of a metric name."""
@@ -80,6 +90,7 @@ class Sample:
     user_span: tuple[int, int] | None = None
     answer_prefix: str = ""
     meta: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    turns: tuple[tuple[str, str], ...] = ()  # (role, content) of a conversation's turns before user_text (multi-message)
 
     @property
     def id(self) -> str:
@@ -109,6 +120,7 @@ class Sample:
         kw["answers"] = tuple(kw["answers"])
         kw["depths"] = tuple(kw.get("depths", ()))
         kw["user_span"] = tuple(kw["user_span"]) if kw.get("user_span") is not None else None
+        kw["turns"] = tuple(tuple(t) for t in kw.get("turns", ()))
         return cls(**kw)
 
 
@@ -131,6 +143,7 @@ class Request:
     sampling: tuple[tuple[str, Any], ...] = ()
     repeat: int = 0
     template_kwargs: tuple[tuple[str, Any], ...] = ()  # what the chat template was given (enable_thinking, ...)
+    turns: tuple[tuple[str, str], ...] = ()  # a conversation's turns before user_text (chat APIs send them as messages)
 
     @property
     def generation_limit(self) -> int:
