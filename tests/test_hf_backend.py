@@ -118,3 +118,23 @@ def test_busy_cores_sees_a_spinning_process():
 def _spin(stop) -> None:
     while not stop.is_set():
         pass
+
+
+def test_sampling_repeats_and_the_thinking_budget(tiny_model_dir):
+    """--gen-kwargs samples (seeded: a repeat is its own reproducible draw) and the thinking budget ends an open
+    <think> block: </think> is forced as the budget's last tokens and the answer budget follows (issue 25)."""
+    import dataclasses
+
+    from ctxbench.harness.backends.hf import HFBackend
+
+    backend = HFBackend(model=tiny_model_dir, device="cpu", threads=1, dtype="float32")
+    (base,) = requests_of(backend.tokenizer, [10])
+    sampled = dataclasses.replace(base, max_new_tokens=12, sampling=(("seed", 1), ("temperature", 1.5)))
+    first, again = backend.generate([sampled]), backend.generate([sampled])
+    other = backend.generate([dataclasses.replace(sampled, sample_id="s#0~1", repeat=1)])
+    assert first[0].text == again[0].text != other[0].text
+    thinking = dataclasses.replace(base, prompt=base.prompt + "<think>\n", prompt_tokens=None, max_new_tokens=6,
+                                   thinking=True, max_thinking_tokens=10)
+    (pred,) = backend.generate([thinking])
+    assert "</think>" in pred.text and pred.reasoning_tokens is not None and pred.reasoning_tokens <= 10
+    assert pred.generated_tokens <= 16
