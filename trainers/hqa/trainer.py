@@ -104,12 +104,16 @@ def answer_loss_sum(model, input_ids, attention_mask, labels):
     """(sum of next-token cross-entropy over labelled positions, their count), computing logits only there."""
     import torch.nn.functional as F
 
-    body = getattr(model, model.base_model_prefix, None) or model.get_decoder()
-    hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    # through the model's own forward (under DDP, the wrapper's: only then are gradients averaged over processes),
+    # keeping one logit; the last hidden state (after the final norm) gives the logits of the labelled positions only
+    out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, logits_to_keep=1,
+                use_cache=False)
+    hidden = out.hidden_states[-1]
+    inner = getattr(model, "module", model)  # DistributedDataParallel wraps the model
     targets = labels[:, 1:]
     keep = targets != IGNORE
-    logits = model.get_output_embeddings()(hidden[:, :-1][keep]).float()
-    cap = getattr(model.config, "final_logit_softcapping", None)
+    logits = inner.get_output_embeddings()(hidden[:, :-1][keep]).float()
+    cap = getattr(inner.config, "final_logit_softcapping", None)
     if cap:
         logits = logits.div(cap).tanh().mul(cap)
     return F.cross_entropy(logits, targets[keep], reduction="sum"), keep.sum()
