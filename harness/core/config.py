@@ -142,7 +142,7 @@ def one_line(err: ValidationError, where: str) -> str:
     e = err.errors()[0]
     loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
     msg = e["msg"].removeprefix("Value error, ")
-    if msg.startswith(f"{loc}."):  # the message names the element itself (tasks.1: ...)
+    if msg.startswith(f"{loc}.") and ": " in msg:  # the message names the element itself (tasks.1: ...)
         loc, msg = msg.split(": ", 1)
     if e["type"] == "extra_forbidden":
         msg = "unknown key; remove it or fix its spelling"

@@ -193,7 +193,7 @@ def test_spacy_scorer_without_spacy_is_one_line(tmp_path, logo_config):
         pytest.skip("spaCy is installed")
     except ImportError:
         pass
-    with pytest.raises(ConfigError, match="scorer: spacy_ner needs spaCy"):
+    with pytest.raises(ConfigError, match="scorer spacy_ner needs the logo extra"):
         synthesize(LogoDataConfig(**logo_config(tmp_path / "data", scorer="spacy_ner")))
 
 
