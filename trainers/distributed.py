@@ -9,6 +9,7 @@ Rank 0 decides what the run does (train, skip as finished, refuse) and tells the
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -74,3 +75,15 @@ def from_rank0(value: Any = None) -> Any:
     box = [value]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+def outlive_rank0() -> bool:
+    """Wait until rank 0 has gone (it prints a refusal and exits; the launcher then stops this rank), so the one line
+    is printed before the launcher stops the ranks. False where no process group exists (each rank says it itself)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return False
+    with contextlib.suppress(Exception):  # rank 0 never joins: its exit breaks the barrier
+        dist.barrier()
+    return True

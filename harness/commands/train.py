@@ -24,6 +24,7 @@ def train(
     from ctxbench.harness.core.errors import ConfigError
     from ctxbench.harness.core.extras import require_extra
     from ctxbench.trainers.base import load_config
+    from ctxbench.trainers.distributed import outlive_rank0
 
     cls = registry.get("trainer", method, field="METHOD")
     require_extra("train", for_=f"ctxbench train {method}")
@@ -36,8 +37,13 @@ def train(
     if cfg.output_dir:
         writable_dir(Path(cfg.output_dir), "--output-dir" if output_dir else "output_dir")
     trainer = cls(cfg, console=err, stage=stage) if staged else cls(cfg, console=err)
-    result = trainer.train(fresh=fresh)
-    if not trainer.is_main:  # torchrun: the other ranks trained the same model; rank 0 says what was done
+    try:
+        result = trainer.train(fresh=fresh)
+    except ConfigError:
+        if trainer.is_main or not outlive_rank0():
+            raise
+        raise typer.Exit(2) from None  # under a launcher every rank refuses alike; rank 0 says the one line
+    if not trainer.is_main:  # the other ranks trained the same model; rank 0 says what was done
         return
     for earlier in getattr(trainer, "results", [])[:-1]:
         state = "already trained" if earlier.skipped else f"trained {earlier.steps} steps"
