@@ -9,7 +9,7 @@ from ctxbench.harness.cli_common import _kv
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.types import SAMPLING_KEYS, THINKING_MODES, Generation
 
-SAMPLING_BACKENDS = ("hf", "openai", "echo")  # the backends that decode with a run's --gen-kwargs
+SAMPLING_BACKENDS = ("hf", "vllm", "openai", "echo")  # the backends that decode with a run's --gen-kwargs
 
 
 def generation(*, thinking: str, max_thinking_tokens: Optional[int], system_prompt: Optional[str],
@@ -20,11 +20,14 @@ def generation(*, thinking: str, max_thinking_tokens: Optional[int], system_prom
     if max_thinking_tokens is not None and (max_thinking_tokens < 1 or thinking == "off"):
         raise ConfigError("--max-thinking-tokens: " + ("must be at least 1" if max_thinking_tokens < 1 else
                                                         "a thinking budget needs --thinking on (or auto)"))
+    if thinking != "off" and backend.startswith("lmeval"):
+        raise ConfigError(f"--thinking: backend {backend} (lm-eval's model) has no thinking budget or reasoning split; "
+                          "use --backend hf, vllm or openai")
     if system_prompt is not None and not system_prompt.strip():
         raise ConfigError("--system-prompt: empty; give the text of the system turn, or drop the option")
     sampling = sampling_kwargs(gen_kwargs)
     if sampling and backend.split(":", 1)[0] not in SAMPLING_BACKENDS:
-        raise ConfigError(f"--gen-kwargs: backend {backend} decodes greedily only; sample with --backend hf or openai, "
+        raise ConfigError(f"--gen-kwargs: backend {backend} decodes greedily only; sample with --backend hf, vllm or openai, "
                           "or drop --gen-kwargs")
     if repeats < 1:
         raise ConfigError("--repeats: must be at least 1")

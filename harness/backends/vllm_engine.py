@@ -150,13 +150,27 @@ def build_engine_kwargs(
     return kw
 
 
-def run_llm(llm, vllm, prompts: list[list[int]], max_tokens: list[int], stop_ids: list[int]) -> list[tuple]:
-    """Greedy generation of token-id prompts on one engine: [(generated ids, finish_reason, cached tokens)]."""
-    params = [vllm.SamplingParams(temperature=0.0, max_tokens=int(m), stop_token_ids=list(stop_ids),
-                                  skip_special_tokens=True, detokenize=False) for m in max_tokens]
+def run_llm(llm, vllm, prompts: list[list[int]], max_tokens: list, stop_ids: list[int]) -> list[tuple]:
+    """Generation of token-id prompts on one engine: [(generated ids, finish_reason, cached tokens)]. Each entry of
+    max_tokens is a limit (greedy) or (limit, sampling settings) for a run with --gen-kwargs."""
+    params = []
+    for m in max_tokens:
+        limit, sampling = (m, {}) if isinstance(m, int) else (m[0], dict(m[1]))
+        params.append(vllm.SamplingParams(**{"temperature": 0.0, **sampling}, max_tokens=int(limit),
+                                          stop_token_ids=list(stop_ids), skip_special_tokens=True, detokenize=False))
     outputs = llm.generate([_tokens_prompt(vllm, ids) for ids in prompts], params, use_tqdm=False)
     return [(list(o.outputs[0].token_ids), o.outputs[0].finish_reason, getattr(o, "num_cached_tokens", None))
             for o in outputs]
+
+
+def _limit(r: Request) -> int | tuple[int, dict]:
+    """What run_llm needs of a request: its generation limit, and its sampling settings (each repeat its own seed)."""
+    if not r.sampling:
+        return r.generation_limit
+    sampling = dict(r.sampling)
+    if "seed" in sampling:
+        sampling["seed"] = int(sampling["seed"]) + r.repeat
+    return r.generation_limit, sampling
 
 
 def _engine_max_len(llm) -> int | None:
@@ -353,12 +367,12 @@ class VLLMBackend:
         start = time.perf_counter()
         results: dict[int, tuple] = {}
         if self.dp == 1:
-            outs = run_llm(self.llm, self.vllm, [ids[i] for i in order], [requests[i].generation_limit for i in order], self.stop_ids)
+            outs = run_llm(self.llm, self.vllm, [ids[i] for i in order], [_limit(requests[i]) for i in order], self.stop_ids)
             results.update(zip(order, outs))
         else:
             for (_proc, conn), run in zip(self.workers, runs):
                 if run:
-                    conn.send(([ids[i] for i in run], [requests[i].generation_limit for i in run], self.stop_ids))
+                    conn.send(([ids[i] for i in run], [_limit(requests[i]) for i in run], self.stop_ids))
             for (_proc, conn), run in zip(self.workers, runs):
                 if run:
                     kind, value = conn.recv()

@@ -144,6 +144,8 @@ def test_thinking_run_scores_the_final_answers_in_every_format(user, reasoning_s
     assert body["chat_template_kwargs"] == {"enable_thinking": True} and body["max_tokens"] == 128 + 256
     assert body["messages"][-1]["role"] == "user" and "The special magic number for" not in body["messages"][-1]["content"][-80:]
 
+    again = user.run(f"{score} --thinking on --max-thinking-tokens 256")  # unfinished samples are outcomes, not retried
+    assert again.code == 0 and "all 14 samples are scored already" in again.err, again.err
     off = user.run(score)  # the same model without thinking: another run, another row
     assert off.code == 0, off.err
     assert len([p for p in (user.cwd / "runs").iterdir() if (p / "record.json").exists()]) == 2

@@ -225,3 +225,21 @@ def test_token_logprobs_refuse_data_parallel_engines(fake_vllm, monkeypatch):
     b.dp = 2
     with pytest.raises(ConfigError, match="data_parallel_size: prompt log-probabilities run on one engine"):
         b.token_logprobs([LogprobRequest("x", (1, 2, 3), 1)])
+
+
+def test_sampling_and_thinking_reach_the_engine(fake_vllm, smol_tokenizer):
+    """--gen-kwargs becomes the request's SamplingParams (each repeat its own seed); thinking raises max_tokens by the
+    thinking budget (issue 25)."""
+    import dataclasses
+
+    from ctxbench.harness.core import registry
+
+    b = registry.get("backend", "vllm")(model="smollm2-135m")
+    (llm,) = FakeLLM.instances
+    base = chat_request(smol_tokenizer, "t@1#0", "Question?", max_new=4)
+    sampled = dataclasses.replace(base, sampling=(("seed", 3), ("temperature", 0.6), ("top_p", 0.9)))
+    b.generate([sampled, dataclasses.replace(sampled, sample_id="t@1#0~1", repeat=1),
+                dataclasses.replace(base, sample_id="t@1#1", thinking=True, max_thinking_tokens=50)])
+    (_, params), = llm.calls
+    got = sorted((getattr(p, "seed", -1), p.temperature, getattr(p, "top_p", None), p.max_tokens) for p in params)
+    assert got == [(-1, 0.0, None, 54), (3, 0.6, 0.9, 4), (4, 0.6, 0.9, 4)]
