@@ -42,7 +42,11 @@ class Conversation(Task):
 
 @pytest.fixture(scope="module", autouse=True)
 def conversation_task():
-    registry.register("task", "test/conversation")(lambda **kw: Conversation("test/conversation", ConversationArgs(**kw)))
+    """Registered for this module only: the registry is global, and other tests list every registered task."""
+    factory = registry.register("task", "test/conversation")(
+        lambda **kw: Conversation("test/conversation", ConversationArgs(**kw)))
+    yield factory
+    registry._REGISTRY["task"].pop("test/conversation", None)
 
 
 def samples(tokenizer, length=512, n=2):
