@@ -209,3 +209,15 @@ class CPTTrainer(HFTrainer):
 
     def data_collator(self):
         return collate_packed
+
+    def plan_workloads(self) -> list[Any]:
+        """One workload: the packed sequence length (from the synthesis settings, or the packed data's manifest)."""
+        from ctxbench.trainers.data.shards import read_manifest
+        from ctxbench.trainers.memory_plan import workload
+
+        d, c = self.config.data, self.config
+        m = None if d.synthesis else read_manifest(Path(d.path))
+        seq = int(d.synthesis.get("seq_len", 0)) if d.synthesis else (m.seq_len if m else 0)
+        if not seq:
+            raise ConfigError(f"data: no seq_len known for the plan (no synthesis.seq_len and no packed data at {d.path})")
+        return [workload(c, c.label or self.name, seq_len=seq, sequences=c.per_device_batch_size)]

@@ -127,6 +127,10 @@ class HFTrainer:
     def prepare_data(self) -> DataBundle:
         raise NotImplementedError
 
+    def plan_workloads(self) -> list[Any]:
+        """What `ctxbench train --plan` sizes (trainers/memory_plan.Workload), from the config alone: no data is made."""
+        raise ConfigError(f"--plan: trainer {self.name!r} has no memory plan")
+
     def data_collator(self) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
         raise NotImplementedError
 

@@ -18,6 +18,9 @@ def train(
     max_steps: Optional[int] = typer.Option(None, help="override the config's max_steps"),
     fresh: bool = typer.Option(False, help="discard this run's checkpoints and losses and start over"),
     stage: Optional[str] = typer.Option(None, help="staged trainers (hqa_sft): train the stages up to and including NAME"),
+    plan: bool = typer.Option(False, "--plan", help="print the per-GPU memory plan and the smallest cluster it fits; "
+                              "train nothing"),
+    gpu_gib: float = typer.Option(80.0, "--gpu-gib", min=1, help="--plan: memory of one GPU in GiB"),
 ):
     """Train a model; writes an HF checkpoint that `ctxbench score --model DIR` scores, and logs losses to the store."""
     from ctxbench.harness.core import registry
@@ -33,6 +36,13 @@ def train(
         raise ConfigError(f"--stage: trainer {method!r} has no stages; drop --stage")
     cfg = load_config(cls.config_cls, config, store=str(store) if store else None,
                       output_dir=str(output_dir) if output_dir else None, max_steps=max_steps)
+    if plan:  # from the config alone: no data is made, nothing is written
+        from ctxbench.trainers.memory_plan import render
+
+        planner = cls(cfg, console=err, stage=stage) if staged else cls(cfg, console=err)
+        for line in render(planner.plan_workloads(), gpu_gib):
+            out.print(line, soft_wrap=True, highlight=False, markup=False)
+        return
     writable_dir(Path(cfg.store), "--store" if store else "store")
     if cfg.output_dir:
         writable_dir(Path(cfg.output_dir), "--output-dir" if output_dir else "output_dir")

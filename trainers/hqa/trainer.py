@@ -99,6 +99,9 @@ def data_identity(data: str, data_args: dict[str, Any]) -> str:
     return load_data_config(p, **data_args).config_hash()
 
 
+ANSWER_SHARE = 0.05  # --plan: share of a conversation's tokens that are answers (whose logits the loss computes)
+
+
 # --- the loss -----------------------------------------------------------------------------------
 def answer_loss_sum(model, input_ids, attention_mask, labels):
     """(sum of next-token cross-entropy over labelled positions, their count), computing logits only there."""
@@ -362,6 +365,17 @@ class HQASFTTrainer(StageTrainer):
             base, previous = str(trainer.output_dir), cfg.config_hash()
         self._stages = out
         return out
+
+    def plan_workloads(self) -> list[Any]:
+        """One workload per stage: its seq_len and sequence-parallel degree on the base model's architecture (every stage
+        trains it); the answer-only loss reads the logits of the answers (ANSWER_SHARE of the tokens, an estimate)."""
+        from ctxbench.trainers.memory_plan import shape_of, workload
+
+        shape = shape_of(self.config.base_model)
+        return [workload(st.model_copy(update={"base_model": self.config.base_model}), f"stage {st.stage}",
+                         seq_len=st.seq_len, sequences=st.per_device_batch_size, trainable=shape.params(),
+                         logit_positions=ANSWER_SHARE, sequence_parallel=st.sequence_parallel)
+                for st in self.stage_configs()]
 
     def train(self, *, callbacks=(), fresh: bool = False) -> TrainResult:
         for st in self.stage_configs():  # refuse before any work (building the stages synthesizes their data)

@@ -350,6 +350,29 @@ class LogoTrainer(HFTrainer):
     def train(self, *, callbacks=(), fresh: bool = False):
         return super().train(callbacks=[*callbacks, metrics_callback(self)], fresh=fresh)
 
+    def plan_workloads(self) -> list[Any]:
+        """One workload: each sample is 1 + M sequences of its real length (chunks, question, reply); the loss reads the
+        replies' logits only. From the data's manifest, else its synthesis settings or the shipped data YAML of that name."""
+        from ctxbench.harness.core.config import read_yaml_mapping
+        from ctxbench.trainers.base import config_path
+        from ctxbench.trainers.memory_plan import lora_trainable, shape_of, workload
+
+        c, d = self.config, self.config.data
+        raw = d.synthesis or {}
+        if d.path and not raw:
+            try:
+                raw = read_yaml_mapping(config_path(f"{Path(d.path).name}.yaml"), field="data", expect="LOGO data settings")
+            except ConfigError:
+                raw = {}
+        m = read_manifest(Path(d.path)) if d.path else None
+        reply = int((raw.get("generator") or {}).get("max_new_tokens", 512))
+        seq = int(m["max_real_length"]) if m and m.get("max_real_length") else (
+            int(raw.get("num_chunks", 16)) * int(raw.get("chunk_tokens", 512)) + reply + 256)  # + question and template
+        group = 1 + int((m or raw).get("num_rejected", 2))
+        trained = lora_trainable(shape_of(c.base_model), c.lora) if c.lora else None
+        return [workload(c, c.label or self.name, seq_len=seq, sequences=c.per_device_batch_size * group,
+                         trainable=trained, logit_positions=min(1.0, reply / seq))]
+
 
 def metrics_callback(trainer: LogoTrainer) -> Any:
     """Append the logged rewards and SFT loss to <run>/metrics.jsonl (rank 0), for reward-margin curves."""
