@@ -52,6 +52,8 @@ class Row:
     method: str
 
     def ok(self, margin: float) -> bool:
+        if self.nominal == 1.0:  # agreement holds by construction: any disagreement is a failure
+            return self.measured >= 1.0 - 1e-9
         return self.measured >= self.nominal - margin if self.what == "coverage" else self.measured <= self.nominal + margin
 
 

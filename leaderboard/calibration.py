@@ -38,13 +38,14 @@ def rejections(reps: int, *, seed: int = 123, **design) -> tuple[float, float]:
 
 
 def design_se(*, seeds: int, reference_seeds: int, sd_seed: float, sd_sample: float = 0.1, sd_noise: float = 0.1):
-    """SE and Satterthwaite df of the estimate, from the simulation's own parameters (not from the estimator)."""
+    """SE and df of the estimate, from the simulation's own parameters (not from the estimator): Satterthwaite's, or
+    against one fixed run the seed level's S − 1, which that comparison tests with (studies.SINGLE_SEED_METHOD)."""
     seed_parts = [sd_seed ** 2 / seeds] + ([sd_seed ** 2 / reference_seeds] if reference_seeds > 1 else [])
     dfs = [seeds - 1] + ([reference_seeds - 1] if reference_seeds > 1 else [])
     sample = (2 * sd_sample ** 2 + sd_noise ** 2 * (1 / seeds + 1 / reference_seeds)) / (CELLS * N)
     total = sum(seed_parts) + sample
     df = total ** 2 / (sum(v * v / f for v, f in zip(seed_parts, dfs)) + sample ** 2 / (CELLS * (N - 1)))
-    return math.sqrt(total), df
+    return math.sqrt(total), (seeds - 1 if reference_seeds == 1 else df)
 
 
 def effect_at_power(se: float, df: float, power: float = 0.8) -> float:

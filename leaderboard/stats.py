@@ -271,7 +271,8 @@ def sign_flip_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.
                        rng: np.random.Generator | None = None) -> tuple[float, float, float]:
     """(lo, hi, p at 0) of the paired difference by inverting the sign-flip test: the shifts δ for which
     'the differences minus δ are symmetric about 0' is not rejected at 1 − level (Hartigan's inversion), each
-    bound found by bisection on the same sign draws. With the rng of paired_test it reproduces its p at δ = 0."""
+    bound found by bisection on the same sign draws, and the hull of that set returned. With the rng of paired_test
+    it reproduces its p at δ = 0."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     d = a - b
     weights = _stratum_weights(strata, d.size)
@@ -302,7 +303,10 @@ def sign_flip_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.
             mid = (inside + outside) / 2
             inside, outside = (mid, outside) if p_at(mid) >= alpha else (inside, mid)
         bounds.append(inside)
-    return bounds[0], bounds[1], p_at(0.0)
+    p_zero = p_at(0.0)
+    if p_zero >= alpha:  # 0 is in the confidence set: with 0/1 scores it can be an isolated tie point the bisection
+        bounds = [min(bounds[0], 0.0), max(bounds[1], 0.0)]  # steps over, so the hull is closed over it
+    return bounds[0], bounds[1], p_zero
 
 
 def _stratum_weights(strata: Sequence | None, n: int) -> np.ndarray:
