@@ -119,7 +119,13 @@ def score(
         o = e.outcome
         err.print(f"interrupted at {o.done}/{o.planned}; rerun the same command to resume", highlight=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    out.print(table(outcome.store, title=f"{label or model} on {s.name} (score ×100)", width=out.width), soft_wrap=False)
+    from ctxbench.leaderboard.store_frame import protocol_text
+
+    mode = protocol_text(outcome.store.read_record().get("generation") or {})  # thinking, sampling: as the board shows it
+    from rich.markup import escape
+
+    name = f"{label or model} [{mode}]" if mode else label or model
+    out.print(table(outcome.store, title=escape(f"{name} on {s.name} (score ×100)"), width=out.width), soft_wrap=False)
     out.print(f"results: {outcome.store.dir}", highlight=False)
     if outcome.unfinished:
         err.print(f"{outcome.unfinished} samples never closed their reasoning (thinking_unfinished): each counts 0, "

@@ -72,8 +72,10 @@ class PromptRenderer:
         return {"enable_thinking": self.thinking == "on"} if self.switch == "enable_thinking" else {}
 
     def key(self) -> dict[str, Any]:
-        """What besides the template name changes a rendered prompt (the sample cache's key); {} by default."""
-        return {"thinking": self.thinking} if self.thinking != "off" else {}
+        """What besides the template name changes a rendered prompt (the sample cache's key): the thinking mode and
+        what a template with a switch is told; {} for a template without one, thinking off (keys as before)."""
+        return {**({"thinking": self.thinking} if self.thinking != "off" else {}),
+                **({"template_kwargs": self.template_kwargs} if self.template_kwargs else {})}
 
     def render(self, task: str | Sequence[Mapping[str, str]], answer_prefix: str = "") -> Rendered:
         """The exact prompt of a task's text, or of its conversation: a list of {role, content} messages (system,

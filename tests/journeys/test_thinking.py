@@ -120,6 +120,7 @@ def test_thinking_run_scores_the_final_answers_in_every_format(user, reasoning_s
     r = user.run(f"{score} --thinking on --max-thinking-tokens 256")
     assert r.code == 0, r.err
     assert "6 samples never closed their reasoning (thinking_unfinished)" in r.err
+    assert "smollm2-135m [thinking on, 256] on adhoc" in r.out, r.out  # the table says which protocol it scored
     run_dir = next(p for p in (user.cwd / "runs").iterdir() if (p / "record.json").exists())
     record = json.loads((run_dir / "record.json").read_text())
     assert record["generation"] == {"thinking": "on", "max_thinking_tokens": 256}
