@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ctxbench.harness.backends.thinking_budget import make as make_budget
-from ctxbench.harness.backends.thinking_budget import reasoning_length
+from ctxbench.harness.backends.hf_decoding import make as make_budget
+from ctxbench.harness.backends.hf_decoding import reasoning_length, sampling
 from ctxbench.harness.core.backend import apply_truncation, check_window
 from ctxbench.harness.core.errors import ConfigError, OfflineError
 from ctxbench.harness.core.models import materialize, resolve
@@ -397,16 +397,3 @@ def rolling_windows(tokens: list[int], prefix_token: int, max_len: int) -> list[
         done = end
     return out
 
-
-def sampling(r: Request) -> dict[str, Any]:
-    """generate()'s decoding settings: greedy, or the run's sampling (--gen-kwargs; a batch shares one protocol).
-    A seed makes each repeat its own reproducible draw (seed + repeat)."""
-    kw = dict(r.sampling)
-    if not kw or float(kw.get("temperature", 0)) == 0:
-        return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
-    if "seed" in kw:
-        import torch
-
-        torch.manual_seed(int(kw.pop("seed")) + r.repeat)
-    return {"do_sample": True, "temperature": float(kw["temperature"]), "top_p": float(kw.get("top_p", 1.0)),
-            "top_k": int(kw.get("top_k", 0)) or None}

@@ -1,4 +1,6 @@
-"""End a local model's thinking at its budget (HF backend): when a sequence inside an open `<think>` block reaches its
+"""How the HF backend decodes a run's protocol: greedy or sampled (`sampling`), and the thinking budget.
+
+End a local model's thinking at its budget: when a sequence inside an open `<think>` block reaches its
 budget, the closing tag is forced token by token (as the budget's last tokens, so the reasoning never exceeds it) and
 the answer follows within the answer budget. The budget counts from the first generated token.
 
@@ -56,3 +58,17 @@ def make(tokenizer: Any, *, budget: int, prompt_len: int, opened: list[bool]) ->
         pass
 
     return Processor(tokenizer, budget=budget, prompt_len=prompt_len, opened=opened)
+
+
+def sampling(r: Any) -> dict[str, Any]:
+    """generate()'s decoding settings: greedy, or the run's sampling (--gen-kwargs; a batch shares one protocol).
+    A seed makes each repeat its own reproducible draw (seed + repeat)."""
+    kw = dict(r.sampling)
+    if not kw or float(kw.get("temperature", 0)) == 0:
+        return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+    if "seed" in kw:
+        import torch
+
+        torch.manual_seed(int(kw.pop("seed")) + r.repeat)
+    return {"do_sample": True, "temperature": float(kw["temperature"]), "top_p": float(kw.get("top_p", 1.0)),
+            "top_k": int(kw.get("top_k", 0)) or None}
