@@ -317,7 +317,7 @@ def test_paired_comparison_needs_samples() -> None:
 
 
 def test_paired_interval_covers_the_difference_and_is_withheld_when_few_pairs_differ() -> None:
-    """The overall Δ gets a 95% t interval over cells; with few differing pairs it gets none."""
+    """The overall Δ gets the 95% interval inverted from its sign-flip test; with few differing pairs it gets none."""
     rng = np.random.default_rng(7)
     rows = []
     for task, p_a, p_b in (("t", 0.8, 0.4), ("u", 0.6, 0.5)):
