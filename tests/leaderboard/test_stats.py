@@ -176,3 +176,26 @@ def test_the_paired_interval_inverts_the_paired_test(shift):
     t = paired_test(a * w, b * w, strata=list(strata), rng=np.random.default_rng(9))
     assert p0 == pytest.approx(t.p_value) and t.method.startswith("sign-flip permutation")
     assert lo <= t.diff <= hi and (lo > 0 or hi < 0) == (t.p_value < 0.05)
+
+
+def test_the_board_honours_a_cluster_column():
+    """A `cluster` column in the score frame (samples sharing a haystack) reaches every interval and test."""
+    import pandas as pd
+
+    from ctxbench.leaderboard.aggregate import length_averages, paired_comparison, task_length_table
+
+    rng = np.random.default_rng(8)
+    rows = []
+    for task in ("t", "u"):
+        lift = rng.normal(0, 0.3, 8)
+        for i in range(80):
+            for model, base in (("A", 0.6), ("B", 0.5)):
+                rows.append((model, task, 4096, i, float(rng.random() < np.clip(base + lift[i // 10], 0, 1)), f"{task}-h{i // 10}"))
+    df = pd.DataFrame(rows, columns=["model", "task", "length", "index", "score", "cluster"])
+    cells = task_length_table(df)
+    assert cells["method"].str.startswith("clopper-pearson (Korn-Graubard, 8 clusters").all()
+    assert length_averages(df)["method"].eq("clopper-pearson (stratified, clustered)").all()
+    comp = paired_comparison(df, model_a="A", model_b="B")
+    assert comp.method.startswith("cluster sign-flip permutation") and "clusters flip together" in comp.ci_note
+    plain = paired_comparison(df.drop(columns="cluster"), model_a="A", model_b="B")
+    assert plain.method == "sign-flip permutation (20,000 draws)" or plain.method == "exact sign test"
