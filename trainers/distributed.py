@@ -44,6 +44,11 @@ def distributed_arguments(kw: dict[str, Any], *, has_cuda: bool) -> dict[str, An
         if importlib.util.find_spec("deepspeed") is None:
             raise ConfigError("deepspeed: the deepspeed package is not installed; install it (pip install deepspeed) "
                               "or drop deepspeed from the config to train with plain DDP")
+        if not has_cuda:  # accelerate starts DeepSpeed's CPU accelerator as a world of 1: every rank a replica
+            raise ConfigError(f"deepspeed: {n} processes without a GPU would train {n} independent replicas (accelerate "
+                              "runs DeepSpeed on a CPU as one process); drop deepspeed to train data parallel on the "
+                              "CPU, or launch on GPUs")
+        return kw  # DeepSpeed sets up its own process group
     if not has_cuda or kw.get("use_cpu"):
         if kw.get("use_cpu") is False:
             raise ConfigError(f"extra_args.use_cpu: false with {n} processes and no GPU would train {n} independent "

@@ -129,6 +129,12 @@ def test_replicas_are_refused_before_anything_is_written(monkeypatch, tmp_path, 
         distributed_arguments({"use_cpu": False}, has_cuda=False)
     kw = distributed_arguments({}, has_cuda=False)
     assert kw["use_cpu"] is True and kw["ddp_backend"] == "gloo"
+    import importlib.util
+
+    missing = importlib.util.find_spec("deepspeed") is None
+    with pytest.raises(ConfigError, match=r"^deepspeed: the deepspeed package is not installed" if missing else
+                       r"^deepspeed: 2 processes without a GPU would train 2 independent replicas"):
+        distributed_arguments({"deepspeed": "zero3.json"}, has_cuda=False)
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert distributed_arguments({}, has_cuda=False) == {}
 
