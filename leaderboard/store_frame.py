@@ -32,7 +32,7 @@ from ctxbench.harness.core.types import sample_of
 
 REPORTED_DIR = "_reported"
 SCORE_COLUMNS = ["model", "run_id", "task", "category", "length", "depth", "index", "seed", "score", "position", "source",
-                 "claimed_length", "prediction", "answers", "fingerprint", "prompt_hash", "empty"]
+                 "claimed_length", "prediction", "answers", "fingerprint", "prompt_hash", "empty", "cluster"]
 # unfinished: samples whose reasoning never closed (thinking_unfinished, counted 0); reasoning_tokens: their mean per cell
 CELL_COLUMNS = ["model", "task", "length", "planned", "done", "errored", "pending", "errors", "unfinished", "reasoning_tokens"]
 
@@ -166,6 +166,7 @@ def _score_row(row: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
         "source": "measured", "claimed_length": info["claimed_length"], "prediction": row.get("prediction", ""),
         "answers": row.get("answers", []), "fingerprint": info["fingerprint"], "prompt_hash": row.get("prompt_hash", ""),
         "empty": bool(row.get("empty", False)), "_repeat": int(row.get("repeat") or 0),
+        "cluster": row.get("cluster"),  # samples sharing a haystack or document (stats: cluster-robust intervals)
     }
 
 
