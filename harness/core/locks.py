@@ -62,7 +62,7 @@ def output_writer(out_dir: str | Path, *, what: str | None = None, fix: str = "w
     """single_writer() for an output directory: holds its lock file inside it. A directory this call created and
     nothing but the lock was written to (the command refused its input, or was refused) is removed again."""
     out = Path(out_dir)
-    created = not out.exists()
+    created = [d for d in (out, *out.parents) if not d.exists()]  # this call makes them: out first, its new parents after
     out.mkdir(parents=True, exist_ok=True)
     lock = out / LOCK_NAME
     try:
@@ -72,4 +72,5 @@ def output_writer(out_dir: str | Path, *, what: str | None = None, fix: str = "w
         if created and {p.name for p in out.iterdir()} <= {LOCK_NAME, holder_path(lock).name}:
             lock.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
-                out.rmdir()
+                for d in created:  # innermost first; stops at the first that is not empty
+                    d.rmdir()
