@@ -26,7 +26,10 @@ def simulator():
 
 
 def check(rows, margin: float) -> None:
-    bad = [f"{r.design}: {r.what} {r.measured:.3f} vs nominal {r.nominal:.2f} ({r.method})" for r in rows if not r.ok(margin)]
+    """Each row within `margin` of nominal; the t bound on the seed df (measured 0.001) with none, so that a return
+    to a plug-in reference (0.065-0.074 against one untrained run) fails too."""
+    bad = [f"{r.design}: {r.what} {r.measured:.3f} vs nominal {r.nominal:.2f} ({r.method})" for r in rows
+           if not r.ok(0.0 if r.method == "t on the seed df" else margin)]
     assert not bad, "\n".join(bad)
 
 
