@@ -44,11 +44,7 @@ def distributed_arguments(kw: dict[str, Any], *, has_cuda: bool) -> dict[str, An
         if importlib.util.find_spec("deepspeed") is None:
             raise ConfigError("deepspeed: the deepspeed package is not installed; install it (pip install deepspeed) "
                               "or drop deepspeed from the config to train with plain DDP")
-        if not has_cuda:  # accelerate starts DeepSpeed's CPU accelerator as a world of 1: every rank a replica
-            raise ConfigError(f"deepspeed: {n} processes without a GPU would train {n} independent replicas (accelerate "
-                              "runs DeepSpeed on a CPU as one process); drop deepspeed to train data parallel on the "
-                              "CPU, or launch on GPUs")
-        return kw  # DeepSpeed sets up its own process group
+        return {**kw, **deepspeed_on_cpu()} if not has_cuda else kw  # on GPUs DeepSpeed sets up its own group
     if not has_cuda or kw.get("use_cpu"):
         if kw.get("use_cpu") is False:
             raise ConfigError(f"extra_args.use_cpu: false with {n} processes and no GPU would train {n} independent "
@@ -61,6 +57,20 @@ def distributed_arguments(kw: dict[str, Any], *, has_cuda: bool) -> dict[str, An
             raise ConfigError(f"--nproc_per_node: {local_world_size()} processes on a machine with "
                               f"{torch.cuda.device_count()} GPU(s); launch at most one process per GPU")
     return {"ddp_find_unused_parameters": False, **kw}  # every trained weight takes part in every step
+
+
+def deepspeed_on_cpu() -> dict[str, Any]:
+    """accelerate (1.15) starts DeepSpeed's CPU accelerator as a world of one process, so every rank would train a
+    replica. Start DeepSpeed's process group over gloo and an accelerate state of all the processes first, and have
+    TrainingArguments use that state (its `use_configured_state`)."""
+    import deepspeed
+    from accelerate.state import PartialState
+    from accelerate.utils import DistributedType
+
+    deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
+    state = PartialState(cpu=True, backend="gloo")
+    state.distributed_type = DistributedType.DEEPSPEED
+    return {"accelerator_config": {"use_configured_state": True}}
 
 
 def check_data_parallel(args: Any) -> None:

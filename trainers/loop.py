@@ -294,7 +294,7 @@ class HFTrainer:
         c, run, out = self.config, self.run, self.output_dir
         last = last_checkpoint(out)
         model = self.build_model(data)
-        params = sum(p.numel() for p in model.parameters())
+        params = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())  # ZeRO-3: the full sizes
         record = self._record(data, params)
         if self.is_main:
             run.write(record)

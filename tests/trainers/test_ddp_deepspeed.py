@@ -1,0 +1,65 @@
+"""DeepSpeed ZeRO-2 and ZeRO-3 on CPU (gloo) under torchrun: 2 processes with B/2 train what 1 process with B trains
+(the same losses and final weights), and the ZeRO-3 checkpoint is gathered into one HF directory that loads.
+
+Skipped where deepspeed does not import (it is not in the `train` extra; docs/training-at-scale.md says how it installs).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from ctxbench.trainers.base import MANIFEST_NAME
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed")]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _ddp():
+    """The DDP test module's helpers (tests run with --import-mode=importlib: load it by path)."""
+    spec = importlib.util.spec_from_file_location("ddp_tests", Path(__file__).with_name("test_ddp.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+ddp = _ddp()
+packed = ddp.packed  # the module-scoped packed-data fixture
+
+
+def zero_config(tmp_path: Path, stage: int) -> str:
+    cfg = json.loads((REPO / "configs" / "deepspeed" / "zero3.json").read_text())
+    if stage == 2:
+        cfg["zero_optimization"] = {"stage": 2, "overlap_comm": False, "contiguous_gradients": True,
+                                    "reduce_bucket_size": "auto"}
+    path = tmp_path / f"zero{stage}.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+@pytest.mark.parametrize("stage", [2, 3])
+def test_zero_two_ranks_equal_one_process(stage, packed, tmp_path):
+    ds = zero_config(tmp_path, stage)
+    runs = {}
+    for nproc, batch in ((1, 4), (2, 2)):
+        store = tmp_path / f"runs{nproc}"
+        done = ddp.torchrun(tmp_path, "cpt", ddp.cpt_raw(store, packed, batch, deepspeed=ds), nproc=nproc)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert [line for line in done.stdout.splitlines() if line.startswith("trained ")][0].startswith(
+            f"trained 3 steps, {3 * 4 * ddp.SEQ:,} tokens")
+        [run_dir] = [p for p in store.iterdir() if p.is_dir()]
+        ddp.lines_once(run_dir)
+        runs[nproc] = (store, run_dir.name)
+    ddp.assert_same_training(*runs[1], *runs[2])
+
+    from transformers import AutoModelForCausalLM
+
+    model_dir = runs[2][0] / runs[2][1] / "model"  # ZeRO-3: gathered from the partitions into one HF directory
+    assert json.loads((model_dir / MANIFEST_NAME).read_text())["steps"] == 3
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    assert sum(p.numel() for p in model.parameters()) == json.loads((model_dir / MANIFEST_NAME).read_text())["parameters"]
