@@ -102,3 +102,17 @@ def outlive_rank0() -> bool:
     with contextlib.suppress(Exception):  # rank 0 never joins: its exit breaks the barrier
         dist.barrier()
     return True
+
+
+@contextlib.contextmanager
+def whole_model_init():
+    """Build a whole model in this process even during a ZeRO-3 training (whose init would partition it over the
+    processes): LOGO merges its gathered adapter into a whole base model on rank 0."""
+    from transformers.integrations import deepspeed as hf_deepspeed
+
+    ref = hf_deepspeed._hf_deepspeed_config_weak_ref
+    hf_deepspeed._hf_deepspeed_config_weak_ref = None
+    try:
+        yield
+    finally:
+        hf_deepspeed._hf_deepspeed_config_weak_ref = ref

@@ -63,3 +63,21 @@ def test_zero_two_ranks_equal_one_process(stage, packed, tmp_path):
     assert json.loads((model_dir / MANIFEST_NAME).read_text())["steps"] == 3
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     assert sum(p.numel() for p in model.parameters()) == json.loads((model_dir / MANIFEST_NAME).read_text())["parameters"]
+
+
+def test_logo_zero3_two_ranks_equal_one_process(logo_data, tmp_path):
+    ds = zero_config(tmp_path, 3)
+    raw = lambda store, batch: {  # noqa: E731
+        "base_model": {"config": {**ddp.TINY, "max_position_embeddings": 4096}}, "store": str(store), "max_steps": 2,
+        "per_device_batch_size": batch, "learning_rate": 2e-3, "warmup_steps": 0, "save_steps": 2, "eval_steps": 2,
+        "threads": 1, "seed": 0, "lora": {"r": 4, "alpha": 8}, "deepspeed": ds,
+        "data": {"path": str(logo_data), "eval_samples": 4, "max_samples": 12}}
+    runs = {}
+    for nproc, batch in ((1, 4), (2, 2)):
+        store = tmp_path / f"runs{nproc}"
+        done = ddp.torchrun(tmp_path, "logo", raw(store, batch), nproc=nproc)
+        assert done.returncode == 0, done.stderr[-3000:]
+        [run_dir] = [p for p in store.iterdir() if p.is_dir()]
+        ddp.lines_once(run_dir)
+        runs[nproc] = (store, run_dir.name)
+    ddp.assert_same_training(*runs[1], *runs[2])

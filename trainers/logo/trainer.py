@@ -332,8 +332,11 @@ class LogoTrainer(HFTrainer):
             return None
         from peft import PeftModel
 
+        from ctxbench.trainers.distributed import whole_model_init
+
         data = DataBundle(None, None, "", int(self.manifest["max_real_length"]), 1)
-        merged = PeftModel.from_pretrained(HFTrainer.build_model(self, data), str(out / "adapter")).merge_and_unload()
+        with whole_model_init():  # under ZeRO-3 the base would be built partitioned
+            merged = PeftModel.from_pretrained(HFTrainer.build_model(self, data), str(out / "adapter")).merge_and_unload()
         merged.save_pretrained(str(out))
         return None
 
