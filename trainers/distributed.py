@@ -73,6 +73,29 @@ def deepspeed_on_cpu() -> dict[str, Any]:
     return {"accelerator_config": {"use_configured_state": True}}
 
 
+def use_threads(threads: int) -> None:
+    """torch CPU threads: `threads` if set; on a CPU, the cores other work leaves free (harness/core/cores.py), shared by
+    the processes a launcher started on this machine; on a GPU, torch's default."""
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    elif not torch.cuda.is_available():
+        from ctxbench.harness.core.cores import default_threads
+
+        torch.set_num_threads(max(1, default_threads() // local_world_size()))
+
+
+def refuse_other_world_size(out: Any, before: int, per_process_batch: int) -> None:
+    """Checkpoints resumed by another number of processes would take another global batch: their step count and data
+    order would no longer be the run's. Refused, naming the process count that resumes them."""
+    now = world_size()
+    if before != now:
+        raise ConfigError(f"output_dir: {out} holds checkpoints trained by {before} process(es) (global batch "
+                          f"{per_process_batch * before}), this launch has {now} (global batch {per_process_batch * now}); "
+                          f"resume with {before} process(es) (torchrun --nproc_per_node {before}) or pass --fresh to start over")
+
+
 def check_data_parallel(args: Any) -> None:
     """Refuse a launched run that transformers would not train as one model over all processes."""
     if launched() and args.world_size != world_size():

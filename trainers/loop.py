@@ -16,7 +16,6 @@ import datetime as dt
 import hashlib
 import json
 import math
-import os
 import shutil
 import sys
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ctxbench.harness.core.errors import ConfigError
-from ctxbench.harness.core.io import slug
+from ctxbench.harness.core.io import publish_files, slug
 from ctxbench.harness.core.locks import holder_path, single_writer
 from ctxbench.harness.core.signals import Interrupted
 from ctxbench.trainers.base import (
@@ -46,7 +45,8 @@ from ctxbench.trainers.distributed import (
     distributed_arguments,
     from_rank0,
     is_main,
-    local_world_size,
+    refuse_other_world_size,
+    use_threads,
     world_size,
 )
 
@@ -242,14 +242,7 @@ class HFTrainer:
 
     def train(self, *, callbacks: Sequence[Any] = (), fresh: bool = False) -> TrainResult:
         c, run, out = self.config, self.run, self.output_dir
-        import torch
-
-        if c.threads:
-            torch.set_num_threads(c.threads)
-        elif not torch.cuda.is_available():  # the cores not busy with other work (harness/core/cores.py), per process
-            from ctxbench.harness.core.cores import default_threads
-
-            torch.set_num_threads(max(1, default_threads() // local_world_size()))
+        use_threads(c.threads)
         data = self.data
         done = None if fresh else self.finished(data)
         if done is not None:
@@ -360,22 +353,12 @@ class HFTrainer:
                 raise ConfigError(f"output_dir: {out} holds checkpoints trained on other data (data hash "
                                   f"{owner.get('data_hash') or 'unrecorded'}, now {data.data_hash}); choose another "
                                   "output_dir or pass --fresh to discard them")
-            self._check_world_size(out, int(owner.get("world_size", 1)))
+            if last_checkpoint(out) is not None:
+                c = self.config
+                refuse_other_world_size(out, int(owner.get("world_size", 1)), c.per_device_batch_size * c.gradient_accumulation_steps)
         out.mkdir(parents=True, exist_ok=True)
         mark.write_text(json.dumps({"config_hash": self.config.config_hash(), "data_hash": data.data_hash,
                                     "run_id": self.run_id, "world_size": self.world_size()}))
-
-    def _check_world_size(self, out: Path, before: int) -> None:
-        """A checkpoint resumed by another number of processes would take another global batch: its step count and
-        data order would no longer be the run's. Refused, naming the process count that resumes it."""
-        now = self.world_size()
-        if before == now or last_checkpoint(out) is None:
-            return
-        c = self.config
-        batch = c.per_device_batch_size * c.gradient_accumulation_steps
-        raise ConfigError(f"output_dir: {out} holds checkpoints trained by {before} process(es) (global batch "
-                          f"{batch * before}), this launch has {now} (global batch {batch * now}); resume with "
-                          f"{before} process(es) (torchrun --nproc_per_node {before}) or pass --fresh to start over")
 
     def base_gguf(self) -> str | None:
         """The GGUF file the base model was dequantized from (its weights carry the quantization error), if any."""
@@ -410,13 +393,7 @@ def publish_model(staging: Path, out: Path) -> None:
     """Move a saved model from `staging` into `out` file by file (each rename atomic), config.json and then the
     manifest last: a kill during the final save leaves the old files or a directory without config.json, never
     one that looks like a model over torn weights."""
-    order = {"config.json": 1, MANIFEST_NAME: 2}
-    for f in sorted(staging.iterdir(), key=lambda f: order.get(f.name, 0)):
-        target = out / f.name
-        if f.is_dir() and target.is_dir():
-            shutil.rmtree(target)
-        os.replace(f, target)
-    staging.rmdir()
+    publish_files(staging, out, last=("config.json", MANIFEST_NAME))
 
 
 def last_checkpoint(out: Path) -> str | None:
