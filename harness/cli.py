@@ -76,8 +76,8 @@ def score(
     output_path: Optional[Path] = typer.Option(None, "--output_path", "--output-path", help="lm-eval's spelling of --store"),
     num_fewshot: Optional[int] = typer.Option(None, "--num_fewshot", "--num-fewshot", help="few-shot examples, for the "
                                               "tasks with a num_fewshot argument (ruler/cwe, lmeval/*)"),
-    gen_kwargs: Optional[str] = typer.Option(None, "--gen-kwargs", "--gen_kwargs", help="sampling K=V,...: temperature, "
-                                             "top_p, top_k, seed (default greedy, as RULER decodes)"),
+    gen_kwargs: list[str] = typer.Option([], "--gen-kwargs", "--gen_kwargs", help="sampling K=V,...: temperature, "
+                                         "top_p, top_k, seed (default greedy, as RULER decodes); repeatable"),
     repeats: int = typer.Option(1, help="generations per sample (with --gen-kwargs sampling); a cell averages each "
                                 "sample's repeats first"),
     log_samples: bool = typer.Option(False, "--log_samples", "--log-samples", help="accepted for lm-eval users; ctxbench "
@@ -98,7 +98,7 @@ def score(
         raise ConfigError("--samples: must be at least 1")
     choice = lmeval_model(model=model, backend=backend, store=store_dir, model_args=model_args, output_path=output_path)
     generation = protocol(thinking=thinking, max_thinking_tokens=max_thinking_tokens, system_prompt=system_prompt,
-                          gen_kwargs=gen_kwargs, repeats=repeats, backend=choice.backend)
+                          gen_kwargs=",".join(gen_kwargs) or None, repeats=repeats, backend=choice.backend)
     if template is not None:
         check_template_name(template, field="--template")
     writable_dir(choice.store, "--output_path" if output_path else "--store")

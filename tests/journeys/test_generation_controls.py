@@ -35,3 +35,13 @@ def test_system_prompt_sampling_and_repeats_end_to_end(user):
     cell = next(t for t in results["tasks"] if t["task"] == "ruler/niah_single_1" and t["length"] == 1024)
     assert cell["n"] == 6 and abs(cell["mean"] - 100 * sum(means) / len(means)) < 1e-6, cell
     assert "3 repeats" in cell["model"] and "system prompt" in cell["model"] and "T=0.8" in cell["model"]
+
+
+def test_repeated_gen_kwargs_add_up(user):
+    """`--gen-kwargs temperature=0.7 --gen-kwargs seed=1` is the comma form, not only the last one."""
+    r = user.run("ctxbench score --tasks ruler/niah_single_1 --lengths 512 --samples 1 --backend echo "
+                 "--gen-kwargs temperature=0.7 --gen-kwargs seed=1 --repeats 2")
+    assert r.code == 0, r.err[-2000:]
+    (record,) = (user.cwd / "runs").glob("*/record.json")
+    generation = json.loads(record.read_text())["generation"]
+    assert "0.7" in json.dumps(generation) and '"seed": 1' in json.dumps(generation), generation

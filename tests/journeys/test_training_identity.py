@@ -64,3 +64,11 @@ def test_data_pack_takes_the_stdlib_corpus_syntax_and_its_data_is_its_content(us
     shutil.copytree(user.cwd, moved)
     again = user.run("ctxbench data pack --config pack.yaml", cwd=moved)
     assert again.code == 0, again.err[-3000:]
+
+
+def test_a_stdlib_package_that_does_not_exist_is_refused_with_nothing_written(user: User):
+    (user.cwd / "pack.yaml").write_text(PACK.replace("stdlib:json", "stdlib:json,nosuchpkg"))
+    r = user.run("ctxbench data pack --config pack.yaml")
+    assert r.code == 2 and r.err.strip().count("\n") == 0, r.err
+    assert "nosuchpkg" in r.err
+    assert user.files() == {"pack.yaml"}  # no packed/, no corpus copy, no lock file

@@ -31,6 +31,9 @@ def resolve_corpus(corpus: dict[str, Any], root: Path) -> dict[str, Any]:
     wanted = [p.strip() for p in path.removeprefix("stdlib:").split(",") if p.strip()]
     tag = hashlib.sha256(f"{src}:{','.join(wanted)}".encode()).hexdigest()[:8]
     dest = root / "corpus" / f"stdlib-{tag}"
+    missing = [w for w in wanted if not (src / w).exists()]
+    if missing:  # before the lock file and its directory exist: a refusal writes nothing
+        raise ConfigError(f"corpus.path: no standard-library package {missing[0]!r} in {src}")
     dest.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(dest) + ".lock"):  # two commands started at once (a study and a training) copy it once
         if not (dest / ".complete").exists():
@@ -44,9 +47,6 @@ def resolve_corpus(corpus: dict[str, Any], root: Path) -> dict[str, Any]:
 
 def _copy_stdlib(src: Path, wanted: list[str], tmp: Path, path: str) -> None:
     tops = [src / w for w in wanted] if wanted else sorted(src.iterdir())
-    missing = [t.name for t in tops if wanted and not t.exists()]
-    if missing:
-        raise ConfigError(f"corpus.path: no standard-library package {missing[0]!r} in {src}")
     copied = 0
     for top in tops:
         if top.name in STDLIB_SKIP or top.name.startswith(("config-", ".")):
