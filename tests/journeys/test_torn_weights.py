@@ -52,11 +52,11 @@ def test_publishing_moves_config_and_manifest_last(tmp_path: Path, monkeypatch):
         return real(src, dst)
 
     real = os.replace
-    monkeypatch.setattr("ctxbench.trainers.loop.os.replace", replace)
+    monkeypatch.setattr("ctxbench.harness.core.io.os.replace", replace)
     with pytest.raises(KeyboardInterrupt):
         publish_model(staging, out)
     assert "model.safetensors" in moved and not (out / "config.json").exists()  # nothing looks like a model
-    monkeypatch.setattr("ctxbench.trainers.loop.os.replace", real)
+    monkeypatch.setattr("ctxbench.harness.core.io.os.replace", real)
     publish_model(staging, out)
     assert (out / "config.json").read_text() == "config.json" and (out / "adapter" / "adapter_model.safetensors").exists()
     assert not staging.exists()
