@@ -32,7 +32,9 @@ def _run_dir(user: User) -> Path | None:
     return found[0].parent if found else None
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143),
+                                           # Ctrl-C's 130 and its line are also in tests/test_run_integrity.py
+                                           pytest.param(signal.SIGINT, 130, marks=pytest.mark.slow)])
 def test_a_stopped_score_says_so_restores_the_cursor_and_resumes(user: User, data_dir, sig, code):
     proc = user.start(SCORE, env=TERMINAL)
     wait_for(lambda: (d := _run_dir(user)) is not None and len(rows(d)) >= 2)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from .conftest import User, wait_for
 
 PACK = """\
@@ -41,6 +43,7 @@ def test_two_data_packs_into_one_out_dir(user: User):
     assert manifest["complete"] and all((user.cwd / "packed" / "a" / s).is_file() for s in manifest["shards"])
 
 
+@pytest.mark.slow  # ~50 s; the same lock utility is exercised in the default tier by data pack and study
 def test_two_identical_trainings(user: User):
     first = user.start("ctxbench train cpt --config configs/trainers/cpt-tiny.yaml")
     wait_for(lambda: any((user.cwd / "runs").glob("train-*/losses.jsonl")), timeout=900)
