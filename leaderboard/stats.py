@@ -261,9 +261,15 @@ def _flip_sums(wd: np.ndarray, w: np.ndarray, rng: np.random.Generator, flips: i
     """Monte Carlo sign flips of the units: per draw, Σ s·(w·d) and Σ s·w. Units with the same (w·d, w) are
     flipped together through one binomial count, so 0/1 scores cost a few columns whatever the sample size."""
     keys, counts = np.unique(np.column_stack([wd, w]), axis=0, return_counts=True)
-    plus = rng.binomial(counts, 0.5, size=(flips, counts.size))
-    net = 2.0 * plus - counts
-    return net @ keys[:, 0], net @ keys[:, 1]
+    sums_a, sums_b = np.empty(flips), np.empty(flips)
+    rows = max(1, 2_000_000 // counts.size)  # bounded memory with many distinct continuous differences
+    single = bool(counts.max() == 1)  # every unit distinct: fair coins, drawn faster than binomials
+    for start in range(0, flips, rows):
+        shape = (min(rows, flips - start), counts.size)
+        plus = rng.integers(0, 2, size=shape, dtype=np.int8) if single else rng.binomial(counts, 0.5, size=shape)
+        net = 2.0 * plus - counts
+        sums_a[start:start + net.shape[0]], sums_b[start:start + net.shape[0]] = net @ keys[:, 0], net @ keys[:, 1]
+    return sums_a, sums_b
 
 
 def sign_flip_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *, strata: Sequence | None = None,
