@@ -73,7 +73,8 @@ class PerplexitySpec(BaseModel):
 class StatsSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     alpha: float = Field(0.05, gt=0, lt=0.5, description="family-wise significance level of the report's verdicts")
-    n_boot: int = Field(2000, ge=200, description="hierarchical bootstrap draws per comparison")
+    n_boot: int = Field(2000, ge=200, description="parametric bootstrap draws of the t statistic T* per comparison "
+                        "(its reference distribution; at least 2000 are drawn)")
     power: float = Field(0.8, gt=0.5, lt=1, description="power at which the report states the detectable difference")
 
 
