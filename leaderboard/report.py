@@ -121,9 +121,9 @@ def _sections(
         "where samples share a haystack or document. n is the "
         "number of distinct samples scored; a sample scored in several runs of one model counts once.",
         "A model's score at a length is the mean of its task means (every task weighs equally) over the tasks it has "
-        "scores for at every one of its lengths, so no length averages a different set of tasks; its interval is "
-        "Clopper–Pearson at the effective sample size of that mean (the smaller of the design-effect and the "
-        "variance-based one).",
+        "scores for at every one of its lengths, so no length averages a different set of tasks; for 0/1 scores its "
+        "interval is Clopper–Pearson at the effective sample size of that mean (the smaller of the design-effect and "
+        "the variance-based one), for continuous scores a stratified bootstrap-t.",
         f"Effective length = {rule_text}; threshold {thr:.1f}"
         + (f" ({threshold})." if isinstance(threshold, str) else ".")
         + " 'CI lower' applies the same rule to the lower bound of the interval.",
