@@ -272,7 +272,7 @@ def _print_task_args(task) -> None:
         value = value if len(value) <= 40 else value[:38] + "…" + value[-1]  # templates: the full text in `generate`
         table.append((name, re.sub(r"\btyping\.|\bpathlib\.", "", kind), value, field.description or ""))
     widths = [max(len(row[i]) for row in table) for i in range(3)]
-    out.print(f"\narguments (--arg KEY=VALUE, or a suite's args:), {len(fields)}:", highlight=False)
+    out.print(f"\narguments (a suite's args:, or generate --arg KEY=VALUE), {len(fields)}:", highlight=False)
     for row in table:
         out.print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3],
                   highlight=False, soft_wrap=True, markup=False)
