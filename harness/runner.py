@@ -288,7 +288,8 @@ def _logprob_rows(task, batch: list[Sample], backend) -> list[dict[str, Any]]:
                "prompt_hash": s.prompt_hash, "prompt_tokens": s.prompt_tokens, "max_new_tokens": 0, "prediction": "",
                "generated_tokens": 0, "seconds": round(sum(r.seconds for r in got), 4), "metric": s.metric, "score": None,
                "empty": False, "answers": [], "truncated_tokens": 0, "error": error, "depth": None, "position": None,
-               "meta": {k: v for k, v in s.meta.items() if k != "token_ids"}, "windows": len(ws)}
+               "cluster": s.meta.get("cluster"), "windows": len(ws),
+               "meta": {k: v for k, v in s.meta.items() if k not in ("token_ids", "cluster")}}
         rows.append({**row, **({} if error else task.score_logprobs(s, got))})
     return rows
 
@@ -329,7 +330,8 @@ def _row(task, s: Sample, p: Prediction, gen: Generation = Generation(), tokeniz
         "metric": s.metric, "score": score, "empty": is_empty(answer),
         "answers": list(s.answers), "truncated_tokens": p.truncated_tokens, "error": p.error,
         "depth": s.meta.get("depth"), "position": s.meta.get("position"),
-        "meta": {k: v for k, v in s.meta.items() if k not in ("depth", "position", "user_text")},
+        "cluster": s.meta.get("cluster"),  # samples sharing a haystack or document (None: independent); stats.py
+        "meta": {k: v for k, v in s.meta.items() if k not in ("depth", "position", "user_text", "cluster")},
         **thinking,  # reasoning, reasoning_tokens, reasoning_format, answer_tokens, failure (docs/thinking.md)
         **({"repeat": repeat} if gen.repeats > 1 else {}),  # which generation of the sample (--repeats)
     }

@@ -112,7 +112,8 @@ class InfiniteBench(RealDataTask):
                           max_new_tokens=self.max_new_tokens, what=f"{self.name} example {index}")
         label = get_answer(self.task, rec)
         flat = label[0] if self.task == "math_calc" and label and isinstance(label[0], list) else label
-        meta = {"id": rec.get("id", index), "truncated_tokens": fit.truncated_tokens, "context_tokens": fit.context_tokens}
+        meta = {"id": rec.get("id", index), "truncated_tokens": fit.truncated_tokens, "context_tokens": fit.context_tokens,
+                "cluster": self.document_cluster(rec["context"])}
         return self.make_sample(length=length, index=index, text=fit.rendered, tokens=fit.tokens, answers=[str(x) for x in flat], meta=meta)
 
     def score(self, prediction: str, sample: Sample) -> float:

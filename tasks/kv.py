@@ -67,7 +67,7 @@ class KVRetrieval(Task):
         a = self.args
         grid = a.position_list()
         frac = grid[index % len(grid)]
-        rng, _ = self.rngs(length, index, seed)
+        rng, _ = self.rngs(length, index, seed)  # every index draws its own pairs: independent samples, no cluster
         budget = length - a.tokens_to_generate
         probe = random.Random(0)  # a fixed probe, so the sample's own rng is untouched
         per_pair = ctx.cached(("kv-pair-cost",), lambda: float(np.mean(ctx.piece_counts(

@@ -138,6 +138,7 @@ class LongBench(RealDataTask):
             "id": rec.get("_id"), "dataset": self.dataset, "language": rec.get("language"), "all_classes": rec.get("all_classes"),
             "record_length": rec.get("length"), "template": renderer.template,
             "truncated_tokens": fit.truncated_tokens, "context_tokens": fit.context_tokens,
+            "cluster": self.document_cluster(rec["context"]),
         }
         if self.e:
             meta["bucket"] = bucket(int(rec["length"]))

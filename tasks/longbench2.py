@@ -72,6 +72,7 @@ class LongBench2(RealDataTask):
         meta = {
             "id": rec.get("_id"), "domain": rec.get("domain"), "sub_domain": rec.get("sub_domain"), "difficulty": rec.get("difficulty"),
             "length_bucket": rec.get("length"), "truncated_tokens": fit.truncated_tokens, "context_tokens": fit.context_tokens,
+            "cluster": self.document_cluster(rec["context"]),
         }
         return self.make_sample(length=length, index=index, text=fit.rendered, tokens=fit.tokens, answers=[rec["answer"]], meta=meta)
 

@@ -65,8 +65,9 @@ class NiahGrid(Task):
         depths = [depth] if k == 1 else [float(d) for d in np.linspace(depth, 100.0, k)]  # spread to the end
         inner = self._inner(depths)
         inner.fit_state = lambda c, n: self.fit_state(c, n)  # one fit state per grid task and length, not per cell
-        s = inner.generate(length=length, index=index // len(grid), seed=seed, ctx=ctx)
-        meta = {**s.meta, "depth": depth}
+        draw = index // len(grid)  # the haystack and needles; the cell's depths move the same needles through it
+        s = inner.generate(length=length, index=draw, seed=seed, ctx=ctx)
+        meta = {**s.meta, "depth": depth, "cluster": f"{self.name}:{length}:{seed}:{draw}"}  # one id per shared haystack
         return type(s)(**{**s.__dict__, "index": index, "meta": meta})
 
 

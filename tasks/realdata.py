@@ -13,6 +13,7 @@ always. The instruction and the question are never cut.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -192,6 +193,11 @@ class RealDataTask(Task):
         if not 0 <= index < len(rows):
             raise ConfigError(f"{self.name}: sample index {index} is out of range; the data has {len(rows)} examples")
         return rows[index]
+
+    def document_cluster(self, document: str) -> str:
+        """The sample's cluster id: questions on one document are not independent (docs/statistics.md). Built from
+        the document's own text, so every model scored on it gets the same id."""
+        return f"{self.name}:{hashlib.sha1(document.encode('utf-8')).hexdigest()[:16]}"
 
 
 # ---------------------------------------------------------------- truncation

@@ -66,3 +66,13 @@ def test_kv_too_many_pairs_for_length_is_clear(gen_ctx):
 
     with pytest.raises(ConfigError, match="raise the length"):
         _gen("kv/retrieval", gen_ctx, 1024, [0], num_pairs=300)
+
+
+def test_grid_samples_sharing_a_haystack_share_a_cluster(gen_ctx):
+    """The depths of one draw move the same needle through the same haystack: one cluster; another draw, another."""
+    _, samples = _gen("niah/single", gen_ctx, 1024, range(4), depths=[25, 75])
+    ids = [s.meta["cluster"] for s in samples]  # indices 0, 1: draw 0; indices 2, 3: draw 1
+    assert ids[0] == ids[1] and ids[2] == ids[3] and ids[0] != ids[2]
+    assert all(i.startswith("niah/single:") for i in ids)
+    _, (kv,) = _gen("kv/retrieval", gen_ctx, 1024, [0])
+    assert "cluster" not in kv.meta  # every kv sample draws its own pairs

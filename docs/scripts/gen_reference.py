@@ -246,7 +246,9 @@ ROW_MEANING = {
     "score": "0..1 (None when the sample errored; perplexity tasks record losses)", "empty": "the prediction was empty",
     "answers": "the references", "truncated_tokens": "tokens cut by `--truncation middle` (0 = none)",
     "error": "why the sample failed (rerunning retries it), else null", "depth": "needle depth of grid tasks",
-    "position": "gold position of KV retrieval", "meta": "task-specific extras",
+    "position": "gold position of KV retrieval",
+    "cluster": "id shared by samples with one haystack or document (null: independent); see statistics.md",
+    "meta": "task-specific extras",
 }
 
 MANIFEST_MEANING = {

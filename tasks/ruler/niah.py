@@ -117,7 +117,7 @@ class Niah(Task):
 
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext):
         a = self.args
-        rng, nrng = self.rngs(length, index, seed)
+        rng, nrng = self.rngs(length, index, seed)  # RULER: needles drawn per sample, independent: no cluster
         keys, needles, answers, query = self._draw(rng)
         head, tail, prefix = self._parts(query)
         budget = length - a.tokens_to_generate

@@ -179,3 +179,18 @@ def test_provenance_names_the_gguf_quantisation_and_dates_run_start_to_end(user:
     assert "| GGUF Q4\\_1 |" in row and "| 42 |" in row
     record = json.loads(next((user.cwd / "runs").glob("*/record.json")).read_text())
     assert record["sessions"][-1]["ended"][:19] in row  # the end of the run, not its start again
+
+
+def test_depth_grid_rows_carry_a_cluster_and_the_board_interval_is_clustered(user: User, data_dir):
+    """Issue 24: the depths of one haystack are one cluster; the row records it and the cell's interval is
+    Korn-Graubard over clusters, not Clopper-Pearson over samples that are not independent."""
+    user.cwd.joinpath("grid.yaml").write_text("name: grid\nlengths: [512]\nsamples: 6\n"
+                                              "tasks: [{task: niah/single, args: {depths: 3, samples_per_cell: 2}}]\n")
+    r = user.run("ctxbench score --suite grid.yaml --backend echo --label grid")
+    assert r.code == 0, r.err
+    (run_dir,) = (user.cwd / "runs").iterdir()
+    clusters = [json.loads(line)["cluster"] for line in rows(run_dir)]  # 3 depths x 2 haystacks
+    assert len(clusters) == 6 and len(set(clusters)) == 2 and all(c.startswith("niah/single:") for c in clusters)
+    r = user.run("ctxbench board build")
+    assert r.code == 0, r.err
+    assert "Korn-Graubard, 2 clusters" in (user.cwd / "board/results.json").read_text()

@@ -151,3 +151,13 @@ def test_icl_reads_trec_label_files_and_dbpedia_csv(ctx, tmp_path):
     (tmp_path / "dbpedia" / "test.csv").write_text('3,"T"," An artist."\n', encoding="utf-8")
     s = registry.get("task", "icl/dbpedia")(num_sets=1).generate(length=1024, index=0, seed=0, ctx=ctx)
     assert s.answers == ("artist",) and s.prompt.endswith("input:  An artist.\ntype:") and "type: company\n==\n" in s.prompt
+
+
+def test_questions_on_one_document_share_a_cluster(ctx, tmp_path):
+    """Questions on one document are not independent: same document, same cluster id; another document, another."""
+    ask = "What is the largest number of the list? The largest number of the list is: "
+    rows = [{"id": i, "context": doc, "input": ask, "answer": [88], "options": []}
+            for i, doc in enumerate(["[3, 88, 7]", "[3, 88, 7]", "[88, 4]"])]
+    task = registry.get("task", "infinitebench/math_find")(data_file=str(_jsonl(tmp_path / "math_find.jsonl", rows)))
+    a, b, c = (task.generate(length=512, index=i, seed=0, ctx=ctx).meta["cluster"] for i in range(3))
+    assert a == b != c and a.startswith("infinitebench/math_find:")
