@@ -178,7 +178,7 @@ class ManyShotICL(Task):
         fitted = fit_units(budget=budget, build=build, estimate=lambda n: float(cum[n]), count=ctx.count, count_short=ctx.count_short,
                            state=self.fit_state(ctx, length), max_units=cap, min_units=1, what=self.name)
         meta = {"set": which, "test_index": j, "shots": fitted.n, "shots_wanted": wanted, "template": renderer.template,
-                "label": self.spec["labels"][gold]}
+                "label": self.spec["labels"][gold], "cluster": f"{self.name}:{length}:{seed}:{which}"}  # a set's queries share its demonstrations
         return self.make_sample(length=length, index=index, text=fitted.text, tokens=fitted.tokens,
                                 answers=[self.spec["labels"][gold]], meta=meta)
 

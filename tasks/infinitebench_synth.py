@@ -98,7 +98,7 @@ class InfiniteSynth(Task):
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext) -> Sample:
         grid = self.args.position_list()
         frac = grid[index % len(grid)]
-        rng, _ = self.rngs(length, index, seed)
+        rng, _ = self.rngs(length, index, seed)  # its own key (and kv pairs) per index: independent, no cluster
         budget = length - self.max_new_tokens
         if self.task == "kv_retrieval":
             fitted, n, pos, answer = self._kv(ctx, rng, frac, budget, length)

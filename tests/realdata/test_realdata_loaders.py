@@ -145,6 +145,8 @@ def test_icl_reads_trec_label_files_and_dbpedia_csv(ctx, tmp_path):
     assert long.meta["shots"] == 90 and s.meta["shots_wanted"] is None and 20 < s.meta["shots"] < 90
     demos = s.prompt[: s.prompt.rindex("Question: Where")]
     assert long.prompt.startswith(demos) and s.prompt_tokens + s.max_new_tokens <= 1024
+    clusters = [task.generate(length=1024, index=i, seed=0, ctx=ctx).meta["cluster"] for i in (0, 2, 3)]
+    assert s.meta["cluster"] == clusters[0] != clusters[1] == clusters[2]  # one cluster per set of demonstrations
     (tmp_path / "dbpedia").mkdir()
     csv = "".join(f'{i % 14 + 1},"Title {i}"," Content {i} is here."\n' for i in range(40))
     (tmp_path / "dbpedia" / "train.csv").write_text(csv, encoding="utf-8")
