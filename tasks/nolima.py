@@ -190,7 +190,8 @@ class Nolima(Task):
         fitted = fit_units(budget=budget, build=build, estimate=layout.estimate, count=ctx.count, count_short=ctx.count_short,
                            state=self.fit_state(ctx, length), max_units=int(budget * 2), what=self.name)
         meta = {"test": test["name"], "book": number, "depth": depths[depth_no], "character": character,
-                "haystack_units": fitted.n}
+                "haystack_units": fitted.n,  # one needle's depths in one book share a cluster, as a niah grid's do
+                "cluster": f"{self.name}:{length}:{test['name']}:{number}"}
         return self.make_sample(length=length, index=index, text=fitted.text, tokens=fitted.tokens, answers=golds,
                                 depths=fitted.extra, meta=meta)
 

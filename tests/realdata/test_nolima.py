@@ -70,6 +70,7 @@ def test_samples_place_the_needle_at_each_depth_of_each_book(smol_tokenizer, nol
     assert sorted(p.name for p in task.data_files(ctx)) == ["needle_set.json", "rand_book_1.txt", "rand_book_2.txt"]
     samples = [task.generate(length=1024, index=i, seed=0, ctx=ctx) for i in range(6)]
     assert [(s.meta["book"], s.meta["depth"]) for s in samples] == [(1, 0.0), (1, 50.0), (1, 100.0), (2, 0.0), (2, 50.0), (2, 100.0)]
+    assert len({s.meta["cluster"] for s in samples[:3]}) == 1 and samples[0].meta["cluster"] != samples[3].meta["cluster"]
     for s in samples:
         assert s.prompt_tokens + 192 <= 1024 and f"{s.answers[0]} lives next to the Semper Opera House" in s.prompt
         assert s.meta["character"] == s.answers[0] and "Question: Which character has been to Dresden?" in s.prompt
