@@ -190,9 +190,9 @@ def _check_tasks(cells: list[Cell], ctx: GenContext, seed: int, done: frozenset[
 
 def open_model(plan: RunPlan, truncation: str) -> Any:
     """The backend's light view (tokenizer and context, no weights) where it has one, else the backend itself."""
-    for key, flag in (("model", "--model"), ("truncation", "--truncation")):
-        if key in plan.backend_args:
-            raise ConfigError(f"backend_args.{key}: set it with {flag}, not as a backend argument")
+    from ctxbench.harness.backends.args import check_backend_args
+
+    check_backend_args(plan.backend, plan.backend_args)  # the one check of backend args (score's CLI ran it too)
     factory = registry.get("backend", plan.backend, field="backend")
     light = getattr(factory, "plan", None)
     if light is not None:
