@@ -12,6 +12,24 @@ DATA_DIR = Path(os.environ.get("CTXBENCH_DATA_DIR", REPO / ".." / "shared" / "da
 
 
 @pytest.fixture(scope="session")
+def smol_without_weights():
+    """copy(dst): the embedded model's config and tokenizer files copied into `dst`, without its weights (the echo backend
+    reads only the tokenizer; tests add stand-in weights where a fingerprint must hash some)."""
+    import shutil
+
+    from ctxbench.harness.core.models import materialize, resolve
+
+    def copy(dst: Path) -> Path:
+        dst.mkdir(parents=True)
+        for f in Path(materialize(resolve("smollm2-135m"))).iterdir():
+            if f.suffix != ".safetensors":
+                shutil.copy(f, dst / f.name)
+        return dst
+
+    return copy
+
+
+@pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO
 

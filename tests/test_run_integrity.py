@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -13,8 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
-from ctxbench.harness.core.models import materialize, resolve
 
 SUITE = "name: integrity\nlengths: [512]\nsamples: {n}\ntasks: [ruler/niah_single_1]\n"
 
@@ -83,15 +80,10 @@ def test_ctrl_c_exits_130_and_the_board_marks_the_run_incomplete(tmp_path, repo_
 
 
 @pytest.fixture()
-def small_model(tmp_path) -> Path:
+def small_model(tmp_path, smol_without_weights) -> Path:
     """The embedded model's config and tokenizer beside a small stand-in weights file (the echo backend reads no
     weights, but the run's fingerprint hashes them)."""
-    src = Path(materialize(resolve("smollm2-135m")))
-    dst = tmp_path / "model"
-    dst.mkdir()
-    for f in src.iterdir():
-        if f.suffix != ".safetensors":
-            shutil.copy(f, dst / f.name)
+    dst = smol_without_weights(tmp_path / "model")
     (dst / "model.safetensors").write_bytes(os.urandom(3 << 20))
     return dst
 

@@ -7,7 +7,6 @@ one line, exit 2, and leaves the disk as it was. A finished rerun prints its tab
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -38,17 +37,9 @@ def test_a_length_one_task_cannot_fit_is_refused_before_anything_is_written(user
 
 
 @pytest.fixture()
-def tokenizer_dir(tmp_path: Path) -> Path:
+def tokenizer_dir(tmp_path: Path, smol_without_weights) -> Path:
     """A local model directory the echo backend reads its tokenizer from (SmolLM2's, without its weights)."""
-    from ctxbench.harness.core.models import materialize, resolve
-
-    src = Path(materialize(resolve("smollm2-135m")))
-    dst = tmp_path / "tok"
-    dst.mkdir()
-    for p in src.iterdir():
-        if p.suffix != ".safetensors":
-            shutil.copy(p, dst / p.name)
-    return dst
+    return smol_without_weights(tmp_path / "tok")
 
 
 def test_a_refused_resume_leaves_the_run_directory_untouched(user, tokenizer_dir):
