@@ -23,13 +23,6 @@ from ctxbench.harness.core.reasoning import opened_in_prompt
 from ctxbench.harness.core.types import LogprobRequest, Prediction, Request, TokenLogprobs
 
 
-def check_dtype(dtype: str) -> None:
-    import torch
-
-    if dtype != "auto" and not isinstance(getattr(torch, dtype, None), torch.dtype):
-        raise ConfigError(f"backend_args.dtype: unknown torch dtype {dtype!r}; use auto, bfloat16, float16 or float32")
-
-
 def context_length(config: Any, max_context: int, rope_context: int | None) -> int:
     """The context a run checks lengths against: max_context if given, else the config's (times a RoPE factor)."""
     return int(max_context or rope_context or getattr(config, "max_position_embeddings", 0) or 1 << 30)
@@ -49,7 +42,6 @@ class HFPlan:
         from ctxbench.harness.backends.rope import apply_to_hf_config
 
         self.args = {"model": model, "truncation": truncation, **args}
-        check_dtype(args.get("dtype", "auto"))
         path = materialize(resolve(model))
         try:
             config = AutoConfig.from_pretrained(path)
@@ -106,7 +98,6 @@ class HFBackend:
         torch.set_num_threads(self.threads)
         self.ref = resolve(model)
         path = materialize(self.ref)
-        check_dtype(dtype)
         self.dtype_choice: dict = {}
         try:
             config = AutoConfig.from_pretrained(path)
