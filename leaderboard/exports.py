@@ -30,6 +30,15 @@ CSV_COLUMNS = ["model", "task", "length", "score", "lo", "hi", "interval", "n", 
                "effective_length_lower", "withheld", "avg", "wavg_inc", "wavg_dec", "rank_avg", "rank_inc", "rank_dec"]
 
 
+def _weights_summary(formats: list[str]) -> str:
+    """The runs' weight formats for the header; on a mixed board, how many runs each applies to (a GGUF run beside
+    plain checkpoints must not read as the whole board's format)."""
+    known = sorted(set(formats) - {""})
+    if not known:
+        return "?"
+    return ", ".join(f"{k} ({formats.count(k)} of {len(formats)} runs)" if len(set(formats)) > 1 else k for k in known)
+
+
 def provenance_section(runs: pd.DataFrame | None, *, built: str | None = None) -> tuple[tuple[str, ...], Section | None]:
     """(header lines, a table of the runs) saying where every number came from."""
     built = built or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -40,7 +49,7 @@ def provenance_section(runs: pd.DataFrame | None, *, built: str | None = None) -
     def listed(col: str) -> str:
         return ", ".join(sorted({_text(v) for v in runs[col]} - {""})) or "?"
     dates = sorted(d for d in list(runs["created"]) + list(runs["last_session"]) if d)
-    weights = listed("weights") if "weights" in runs else "?"
+    weights = _weights_summary([_text(v) for v in runs["weights"]]) if "weights" in runs else "?"
     lines = (
         f"Suites: {listed('suite')}; samples per cell: {listed('samples_per_cell')}; seeds: {listed('seed')}; "
         f"runs from {dates[0][:10] if dates else '?'} to {dates[-1][:10] if dates else '?'}"

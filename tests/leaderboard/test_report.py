@@ -220,3 +220,12 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path: Path, monkeypatch) -> 
         atomic_write(target, "new")
     assert target.read_text() == "old"
     assert os.listdir(tmp_path) == ["results.json"]
+
+
+def test_the_header_says_how_many_runs_a_weights_format_covers():
+    """A GGUF run beside a plain checkpoint: the header must not read as if every run were GGUF."""
+    from ctxbench.leaderboard.exports import _weights_summary
+
+    assert _weights_summary(["GGUF Q4_1", "GGUF Q4_1"]) == "GGUF Q4_1"
+    assert _weights_summary(["GGUF Q4_1", "", "GGUF Q4_1"]) == "GGUF Q4_1 (2 of 3 runs)"
+    assert _weights_summary(["", ""]) == "?"
