@@ -177,8 +177,15 @@ def test_provenance_names_the_gguf_quantisation_and_dates_run_start_to_end(user:
     assert "weights: GGUF Q4\\_1" in md
     row = next(x for x in md.split("## Provenance", 1)[1].splitlines() if x.startswith("| smollm2"))
     assert "| GGUF Q4\\_1 |" in row and "| 42 |" in row
-    record = json.loads(next((user.cwd / "runs").glob("*/record.json")).read_text())
-    assert record["sessions"][-1]["ended"][:19] in row  # the end of the run, not its start again
+    path = next((user.cwd / "runs").glob("*/record.json"))
+    record = json.loads(path.read_text())
+    assert f"→ {record['sessions'][-1]['ended'][:19]}" in row
+    # a start and an end in the same second read alike: an end set apart shows the board reads `ended`, not a start
+    record["sessions"][-1]["ended"] = "2030-01-02T03:04:05+00:00"
+    path.write_text(json.dumps(record))
+    assert user.run("ctxbench board build").code == 0
+    md = (user.cwd / "board/leaderboard.md").read_text()
+    assert "→ 2030-01-02T03:04:05" in md.split("## Provenance", 1)[1]
 
 
 def test_depth_grid_rows_carry_a_cluster_and_the_board_interval_is_clustered(user: User, data_dir):
