@@ -1,4 +1,4 @@
-"""One decorator registry for tasks, backends, metrics, trainers and packing methods.
+"""One decorator registry for tasks, backends, metrics, trainers, packing and synthesis methods.
 
 Factories are registered by name and built on demand, so heavy imports (torch, vllm) happen inside
 factories, only when that entry is used. Configs name registry entries, never import paths.
@@ -27,10 +27,10 @@ from typing import Any
 
 from ctxbench.harness.core.errors import ConfigError
 
-KINDS = ("task", "backend", "metric", "trainer", "packing")
+KINDS = ("task", "backend", "metric", "trainer", "packing", "synthesis")
 PLUGIN_GROUP = "ctxbench.plugins"
 _REGISTRY: dict[str, dict[str, Callable[..., Any]]] = {k: {} for k in KINDS}
-_NOUN = {"packing": "packing method"}  # how errors name an entry of each kind
+_NOUN = {"packing": "packing method", "synthesis": "synthesis method"}  # how errors name an entry of each kind
 
 # Packages whose modules register entries on import; every module below them is imported (once).
 # Cheap by contract: a module never imports torch, vllm or other heavy stacks at module level.
@@ -41,6 +41,7 @@ _PROVIDERS = {
     "metric": ["ctxbench.harness.core.metrics", "ctxbench.tasks"],
     "trainer": ["ctxbench.trainers"],
     "packing": ["ctxbench.trainers.data"],
+    "synthesis": ["ctxbench.trainers.data", "ctxbench.trainers.hqa.data", "ctxbench.trainers.logo.data"],
 }
 _LOADED: set[str] = set()
 _PLUGINS: dict[str, str] = {}  # entry-point name -> module, of the plugins that loaded
