@@ -238,7 +238,8 @@ def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True, repea
             if length == 0:
                 raise ConfigError(f"tasks.{i}: {spec.display} needs a length of at least 64 tokens; length 0 is for "
                                   "short-context (lm-eval) tasks only")
-            cells.append(Cell(task, length, n, tuple(j for j in range(n) if keep(f"{task.name}@{length}#{j}")), repeats))
+            at = n if not hasattr(task, "samples_at") else min(n, task.samples_at(length, ctx))  # fixed items binned by length
+            cells.append(Cell(task, length, at, tuple(j for j in range(at) if keep(f"{task.name}@{length}#{j}")), repeats))
     return cells, external
 
 

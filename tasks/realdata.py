@@ -133,15 +133,16 @@ def hub_dataset(repo: str, *, name: str | None = None, split: str, what: str, hi
     return [dict(row) for row in ds]
 
 
-def hub_file(repo: str, filename: str, *, what: str, hint: str) -> Path:
-    """One file of an official hub dataset repository, downloaded once into the HF cache."""
+def hub_file(repo: str, filename: str, *, what: str, hint: str, revision: str | None = None) -> Path:
+    """One file of an official hub dataset repository (at a pinned `revision` where given), downloaded once into the
+    HF cache."""
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:
         raise ConfigError(f"{what}: downloading needs `pip install huggingface_hub`; or {hint}") from None
     _check_online(what, hint)
     try:
-        return Path(hf_hub_download(repo, filename, repo_type="dataset"))
+        return Path(hf_hub_download(repo, filename, repo_type="dataset", revision=revision))
     except Exception as e:  # noqa: BLE001
         raise OfflineError(f"{what}: cannot download {filename} from {repo} ({e.__class__.__name__}); {hint}") from None
 
