@@ -31,15 +31,15 @@ ctxbench process per machine on a disjoint shard of the samples instead (the lea
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any
 
 from ctxbench.harness.backends.args import VLLMArgs
 from ctxbench.harness.backends.ordering import prefix_order, split_balanced
+from ctxbench.harness.backends.vllm_config import build_engine_kwargs, flag, json_object, model_config, stop_ids
 from ctxbench.harness.core.backend import apply_truncation, check_window, parse_backend_args
-from ctxbench.harness.core.errors import ConfigError, OfflineError
+from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.extras import extra_error, require_extra
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import LogprobRequest, Prediction, Request, TokenLogprobs
@@ -69,85 +69,6 @@ def _tokens_prompt(vllm, ids: list[int]):
     except ImportError:  # a TypedDict: the plain dict is the same thing
         return {"prompt_token_ids": ids}
     return TokensPrompt(prompt_token_ids=ids)
-
-
-def _flag(value: Any, field: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    s = str(value).lower()
-    if s in ("1", "true", "yes", "on"):
-        return True
-    if s in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"backend_args.{field}: expected true or false, got {value!r}")
-
-
-def _json_obj(value: Any, field: str) -> dict:
-    if value is None or value == "":
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            value = None
-    if not isinstance(value, dict):
-        raise ConfigError(f"backend_args.{field}: expected a JSON object, e.g. {field}='{{\"key\": 1}}'")
-    return value
-
-
-def build_engine_kwargs(
-    path: str,
-    *,
-    config: dict[str, Any],
-    tensor_parallel_size: int = 1,
-    pipeline_parallel_size: int = 1,
-    max_model_len: int = 0,
-    gpu_memory_utilization: float = 0.9,
-    enable_prefix_caching: bool = True,
-    enable_chunked_prefill: bool = True,
-    rope_scaling: str | dict | None = None,
-    hf_overrides: dict | None = None,
-    dtype: str = "auto",
-    max_num_seqs: int = 0,
-    max_num_batched_tokens: int = 0,
-    enforce_eager: bool = False,
-    seed: int = 0,
-    kv_cache_dtype: str = "auto",
-    engine_args: dict | None = None,
-) -> dict[str, Any]:
-    """Keyword arguments for vllm.LLM. Pure: unit-testable without vllm. config: the model's config.json."""
-    from ctxbench.harness.backends.rope import vllm_hf_overrides
-
-    overrides, rope_len = vllm_hf_overrides(config, rope_scaling)
-    overrides.update(hf_overrides or {})
-    kw: dict[str, Any] = {
-        "model": path,
-        "tokenizer": path,
-        "tensor_parallel_size": int(tensor_parallel_size),
-        "pipeline_parallel_size": int(pipeline_parallel_size),
-        "gpu_memory_utilization": float(gpu_memory_utilization),
-        "enable_prefix_caching": bool(enable_prefix_caching),
-        "enable_chunked_prefill": bool(enable_chunked_prefill),
-        "dtype": dtype,
-        "seed": int(seed),
-        "kv_cache_dtype": kv_cache_dtype,
-        "enforce_eager": bool(enforce_eager),
-    }
-    if max_model_len or rope_len:
-        kw["max_model_len"] = int(max_model_len or rope_len)
-    if overrides:
-        kw["hf_overrides"] = overrides
-    if max_num_seqs:
-        kw["max_num_seqs"] = int(max_num_seqs)
-    if max_num_batched_tokens:
-        kw["max_num_batched_tokens"] = int(max_num_batched_tokens)
-    for k, v in (engine_args or {}).items():
-        kw[k] = v
-    if not 0 < kw["gpu_memory_utilization"] <= 1:
-        raise ConfigError("backend_args.gpu_memory_utilization: must be in (0, 1], e.g. 0.9")
-    if kw["tensor_parallel_size"] < 1 or kw["pipeline_parallel_size"] < 1:
-        raise ConfigError("backend_args.tensor_parallel_size/pipeline_parallel_size: must be >= 1")
-    return kw
 
 
 def run_llm(llm, vllm, prompts: list[list[int]], max_tokens: list, stop_ids: list[int]) -> list[tuple]:
@@ -237,16 +158,7 @@ class VLLMBackend:
         vllm = import_vllm()  # fail before any slow work
         self.ref = resolve(model)
         self.path = materialize(self.ref)
-        try:
-            with open(os.path.join(self.path, "config.json")) as f:
-                config = json.load(f)
-        except OSError:
-            try:
-                from transformers import AutoConfig
-
-                config = AutoConfig.from_pretrained(self.path).to_dict()
-            except OSError as e:
-                raise OfflineError(f"model: cannot load the config of {model!r}: {str(e).splitlines()[0]}") from None
+        config = model_config(self.path, model)
         self.tokenizer = load_tokenizer(model)
         self.truncation = truncation
         self.dp = int(data_parallel_size)
@@ -255,22 +167,16 @@ class VLLMBackend:
         self.engine_kwargs = build_engine_kwargs(
             self.path, config=config, tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
             max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-            enable_prefix_caching=_flag(enable_prefix_caching, "enable_prefix_caching"),
-            enable_chunked_prefill=_flag(enable_chunked_prefill, "enable_chunked_prefill"), rope_scaling=rope_scaling,
-            hf_overrides=_json_obj(hf_overrides, "hf_overrides"), dtype=dtype, max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens, enforce_eager=_flag(enforce_eager, "enforce_eager"), seed=seed,
-            kv_cache_dtype=kv_cache_dtype, engine_args=_json_obj(engine_args, "engine_args"),
+            enable_prefix_caching=flag(enable_prefix_caching, "enable_prefix_caching"),
+            enable_chunked_prefill=flag(enable_chunked_prefill, "enable_chunked_prefill"), rope_scaling=rope_scaling,
+            hf_overrides=json_object(hf_overrides, "hf_overrides"), dtype=dtype, max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens, enforce_eager=flag(enforce_eager, "enforce_eager"), seed=seed,
+            kv_cache_dtype=kv_cache_dtype, engine_args=json_object(engine_args, "engine_args"),
         )
         self.batch_size = int(batch_size)
         self.vllm = vllm
         self.version = getattr(vllm, "__version__", "?")
-        eos = config.get("eos_token_id")
-        gen_path = os.path.join(self.path, "generation_config.json")
-        if os.path.exists(gen_path):
-            with open(gen_path) as f:
-                eos = json.load(f).get("eos_token_id", eos)
-        ids = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}  # as HF
-        self.stop_ids = sorted(i for i in ids if isinstance(i, int))
+        self.stop_ids = stop_ids(self.path, config, self.tokenizer)
         self.llm = None
         self.workers: list = []
         engine_len = self._start()
