@@ -28,10 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ctxbench.harness.core.config import one_line, resolve_config
-from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.config import resolve_config
 from ctxbench.harness.core.io import append_jsonl, atomic_write_json, cut_torn_tail, read_jsonl
 
 MANIFEST_NAME = "ctxbench_manifest.json"
@@ -39,7 +38,8 @@ RUN_MARK = "ctxbench_run.json"  # in output_dir: which config owns its checkpoin
 LOSSES = "losses.jsonl"
 # Keys that do not change the trained weights; excluded from the config hash (and so from the run id).
 VOLATILE = {"store", "output_dir", "threads", "dataloader_workers", "label", "group", "logging_steps", "eval_steps",
-            "save_steps", "save_total_limit", "delete_checkpoints"}
+            "save_steps", "save_total_limit", "delete_checkpoints",
+            "sequence_parallel"}  # a layout of the same training, like the process count (checked on resume instead)
 
 
 class ScratchModel(BaseModel):
@@ -96,6 +96,8 @@ class TrainerConfig(BaseModel):
     gradient_checkpointing: bool = Field(False, description="recompute activations in backward: long sequences on less memory")
     attn_implementation: str = Field("sdpa", description="eager, sdpa or flash_attention_2")
     deepspeed: str | None = Field(None, description="zero3, zero3_offload (configs/deepspeed/) or a DeepSpeed JSON path")
+    sequence_parallel: int = Field(1, ge=1, description="DeepSpeed-Ulysses degree: processes that share each sequence "
+                                   "(needs deepspeed; divides the process count and the sequence length)")
     eval_steps: int | None = Field(None, ge=1, description="validation every N steps; default save_steps (and always at the end)")
     logging_steps: int = Field(1, ge=1, description="log the train loss every N steps")
     save_steps: int = Field(50, ge=1, description="write checkpoint-N every N steps (what a rerun resumes from)")
@@ -211,18 +213,9 @@ class TrainRun:
 
 def load_config(cls: type[TrainerConfig], path: Path, **overrides: Any) -> TrainerConfig:
     """Read a YAML config; a bad key or value is one line naming it."""
-    from ctxbench.harness.core.config import read_yaml_mapping, resolve_config
+    from ctxbench.harness.core.config import load_config as load
 
-    path = resolve_config(path, kind="trainers", field="--config")
-    raw = read_yaml_mapping(path, field="--config", expect="trainer settings")
-    return validate(cls, {**raw, **{k: v for k, v in overrides.items() if v is not None}}, where=path.name)
-
-
-def validate(cls: type[TrainerConfig], raw: dict[str, Any], *, where: str) -> TrainerConfig:
-    try:
-        return cls(**raw)
-    except ValidationError as e:
-        raise ConfigError(one_line(e, where)) from None
+    return load(path, cls, kind="trainers", expect="trainer settings", **overrides)
 
 
 def config_path(path: str, *, field: str = "data") -> Path:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -15,6 +15,7 @@ from ctxbench.harness.core.lengths import parse_length
 
 # configs/ beside the packages: the checkout (editable install) or site-packages/ctxbench/configs (wheel)
 CONFIG_ROOT = Path(__file__).resolve().parents[2] / "configs"
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 class TaskSpec(BaseModel):
@@ -173,6 +174,23 @@ def read_yaml_mapping(path: Path, *, field: str, expect: str) -> dict[str, Any]:
     return raw
 
 
+def validate_config(model: type[ModelT], raw: dict[str, Any], *, where: str) -> ModelT:
+    """Validate a mapping against a config model; a bad key or value is one line naming it."""
+    try:
+        return model(**raw)
+    except ValidationError as e:
+        raise ConfigError(one_line(e, where)) from None
+
+
+def load_config(name_or_path: str | Path, model: type[ModelT], *, kind: str, expect: str, field: str = "--config",
+                **overrides: Any) -> ModelT:
+    """The one loader of suite, trainer, data and study configs: found by path or shipped name (resolve_config),
+    read as a YAML mapping, overrides of None ignored, validated with one-line errors naming the file and key."""
+    path = resolve_config(name_or_path, kind=kind, field=field)
+    raw = read_yaml_mapping(path, field=field, expect=expect)
+    return validate_config(model, {**raw, **{k: v for k, v in overrides.items() if v is not None}}, where=path.name)
+
+
 CONFIG_SUFFIXES = {"suites": (".yaml", ".yml"), "trainers": (".yaml", ".yml"), "data": (".yaml", ".yml"),
                    "studies": (".yaml", ".yml"), "deepspeed": (".json",), "reported": (".csv",)}
 
@@ -219,22 +237,18 @@ def shipped_suites() -> dict[str, str]:
     """Name -> one-line description of every suite shipped under configs/suites/."""
     out = {}
     for path in sorted((CONFIG_ROOT / "suites").glob("*.yaml")):
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = read_yaml_mapping(path, field="suite", expect="keys name, lengths, samples, tasks")
         desc = str(raw.get("description") or "").strip().split("\n")[0]
         out[path.stem] = desc or f"{len(raw.get('tasks', []))} tasks at {raw.get('lengths')}"
     return out
 
 
 def load_suite(name_or_path: str, **overrides: Any) -> Suite:
-    path = suite_path(name_or_path)
-    raw = read_yaml_mapping(path, field="suite", expect="keys name, lengths, samples, tasks")
-    raw = {**raw, **{k: v for k, v in overrides.items() if v is not None}}
-    try:
-        suite = Suite(**raw)
-    except ValidationError as e:
-        raise ConfigError(one_line(e, path.name)) from None
+    suite = load_config(name_or_path, Suite, kind="suites", field="suite", expect="keys name, lengths, samples, tasks",
+                        **overrides)
+    where = suite_path(name_or_path).name
     for i, spec in enumerate(suite.tasks):
-        build_task(spec, where=f"{path.name}: tasks.{i}")
+        build_task(spec, where=f"{where}: tasks.{i}")
     return suite
 
 

@@ -10,10 +10,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ctxbench.harness.core.config import one_line
+from ctxbench.harness.core.config import one_line, validate_config
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import slug
-from ctxbench.trainers.base import ScratchModel, StudyInputs, TrainerConfig, validate
+from ctxbench.trainers.base import ScratchModel, StudyInputs, TrainerConfig
 
 RESERVED = {"base_model", "data", "store", "output_dir", "label", "seed"}  # set by the study, not by `training`
 UNTRAINED = "untrained"  # the row of the starting checkpoint
@@ -188,7 +188,7 @@ def trainer_config(study: StudyConfig, m: MethodSpec, seed: int, inputs: StudyIn
         raw = cls.study_config(settings, options, inputs)
     except ConfigError as e:
         raise ConfigError(f"{where}: methods.{m.name}: {e}") from None
-    return validate(cls.config_cls, raw, where=f"{where}: methods.{m.name}.training")
+    return validate_config(cls.config_cls, raw, where=f"{where}: methods.{m.name}.training")
 
 
 def load_eval_suite(spec: EvalSpec, *, where: str):
@@ -207,14 +207,11 @@ def load_eval_suite(spec: EvalSpec, *, where: str):
 
 def load_study(path: Path) -> StudyConfig:
     """Read and fully validate a study: the config, each method's data options and trainer config, and the suite."""
-    from ctxbench.harness.core.config import read_yaml_mapping, resolve_config
+    from ctxbench.harness.core.config import load_config, resolve_config
 
+    study = load_config(path, StudyConfig, kind="studies", field="study",
+                        expect="keys name, corpus, methods, reference, base_model, eval, ...")
     path = resolve_config(path, kind="studies", field="study")
-    raw = read_yaml_mapping(path, field="study", expect="keys name, corpus, methods, reference, base_model, eval, ...")
-    try:
-        study = StudyConfig(**raw)
-    except ValidationError as e:
-        raise ConfigError(one_line(e, path.name)) from None
     for m in study.methods:
         placeholder = StudyInputs(study.corpus, study.tokenizer, study.seq_len, study.budget_tokens, study.seeds[0],
                                   study.root() / "data" / m.name, None)

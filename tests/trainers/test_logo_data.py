@@ -158,7 +158,7 @@ def test_failed_calls_leave_the_data_incomplete_and_a_rerun_retries_only_them(tm
     ({"generator": {"backend": "ech0"}}, "generator.backend"),
 ])
 def test_bad_input_is_one_line_before_any_generation(tmp_path, logo_config, change, where):
-    from ctxbench.trainers.base import validate
+    from ctxbench.harness.core.config import validate_config as validate
 
     calls = fake().calls
     with pytest.raises(ConfigError) as e:

@@ -12,52 +12,31 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_write
 from ctxbench.trainers.data.corpus import CorpusConfig, load_corpus
 from ctxbench.trainers.data.methods import get_method, parse_args
+from ctxbench.trainers.data.pack_config import SynthesisConfig
 from ctxbench.trainers.data.packing import Framer, Mixer, StreamPacker, load_state, save_state
-from ctxbench.trainers.data.shards import Manifest, ShardWriter, config_hash, read_manifest
+from ctxbench.trainers.data.shards import Manifest, ShardWriter
+from ctxbench.trainers.data.shards import read_manifest as shards_manifest
+from ctxbench.trainers.data.synthesis import SCHEMA, Identity, identity
 
 SHARD_TOKENS = 16 * 1024 * 1024
 _TOKENIZERS: dict[str, Any] = {}
 
 
-class SynthesisConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    corpus: CorpusConfig = Field(description="where the documents come from and how to read them")
-    method: str = Field(description="packing method: standard, within_domain, splice, quest, knn or iclm")
-    method_args: dict[str, Any] = Field(default_factory=dict, description="the method's arguments (see "
-                                        "`ctxbench data methods`), e.g. splice: {retriever: bm25, k: 1, order: identity}")
-    seq_len: int = Field(ge=16, description="tokens per training sequence (every sequence is exactly this long)")
-    budget_tokens: int = Field(ge=1, description="tokens to synthesize; rounded up to whole sequences")
-    mix_ratio: float = Field(0.0, ge=0, le=1, description="fraction of sequences from standard packing, interleaved "
-                                                          "(the papers use 0.5)")
-    mix_corpus: CorpusConfig | None = Field(None, description="corpus for the standard-packing share (default: corpus)")
-    tokenizer: str = Field(description="alias, HF directory or .gguf for harness.models.load_tokenizer")
-    seed: int = Field(0, description="seed of every random choice; same config + seed = same shards")
-    out_dir: str = Field(description="directory for shards, side files and manifest.json")
-    shard_size: int = Field(0, ge=0, description="sequences per shard; 0 = about 16M tokens per shard")
-    cache_dir: str | None = Field(None, description="token/index cache root (default: $CTXBENCH_CACHE/corpora)")
-
-
 def load_config(path: str | Path, **overrides: Any) -> SynthesisConfig:
     """Read a YAML synthesis config; validation errors become one-line ConfigErrors naming the key."""
-    from ctxbench.harness.core.config import one_line, read_yaml_mapping, resolve_config
+    from ctxbench.harness.core.config import load_config as load
 
-    p = resolve_config(path, kind="data", field="--config")
-    raw = read_yaml_mapping(p, field="--config", expect="config keys (corpus, method, seq_len, ...)")
-    raw.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        cfg = SynthesisConfig(**raw)
-    except ValidationError as e:
-        raise ConfigError(one_line(e, p.name)) from None
+    cfg = load(path, SynthesisConfig, kind="data", expect="config keys (corpus, method, seq_len, ...)", **overrides)
     parse_args(cfg.method, cfg.method_args)
     return cfg
 
@@ -101,52 +80,43 @@ def _cleanup(out: Path, n: int) -> None:
             f.unlink()
 
 
-class _Writer(ShardWriter):
-    def __init__(self, out: Path, manifest: Manifest, shard_size: int, before_listing: Callable[[int], None]):
-        super().__init__(out, manifest, shard_size)
-        self.before_listing = before_listing
+def pack_identity(config: SynthesisConfig) -> Identity:
+    """What the packing depends on, not where it is written: the config with validated method_args, and the corpora."""
+    from ctxbench.trainers.data.corpus import corpus_identity
 
-    def flush(self, **stats: Any) -> None:
-        if self.buffer:
-            self.before_listing(len(self.manifest.shards))
-        super().flush(**stats)
+    corpora = [corpus_identity(c) for c in (config.corpus, config.mix_corpus) if c is not None]
+    return identity(_config_dump(config), corpora)
+
+
+def _config_dump(config: SynthesisConfig) -> dict[str, Any]:
+    cfg = config.model_dump(mode="json", exclude={"out_dir", "cache_dir"})
+    cfg["method_args"] = parse_args(config.method, config.method_args).model_dump(mode="json")
+    return cfg
 
 
 def synthesize(config: SynthesisConfig, *, progress: Callable[[int, int], None] | None = None,
                tokenizer=None) -> Manifest:
     """Write config.budget_tokens of packed sequences to config.out_dir; resumes a partial run, returns a
-    finished one as is. progress(tokens_done, tokens_total) is called after every shard. One process writes
-    an out_dir at a time: a second is refused with one line naming the first (its cleanup would delete the
-    first one's shards)."""
-    from ctxbench.harness.core.locks import output_writer
+    finished one as is (trainers/data/synthesis.py). progress(tokens_done, tokens_total) is called after every shard."""
+    from ctxbench.trainers.data import synthesis
 
-    done = read_manifest(Path(config.out_dir))
-    if done is not None and done.complete and done.config_hash == _config_hash(config):
-        return done  # finished: nothing to write, no lock needed
-    with output_writer(config.out_dir, what=f"out_dir {config.out_dir}", fix="wait for it to finish, or give another out_dir"):
-        return _synthesize(config, progress=progress, tokenizer=tokenizer)
+    return synthesis.synthesize(config.method, config, progress=progress, tokenizer=tokenizer)
 
 
-def _config_hash(config: SynthesisConfig) -> str:
-    """What the packing depends on, not where it is written."""
-    cfg = config.model_dump(mode="json", exclude={"out_dir", "cache_dir"})
-    cfg["method_args"] = parse_args(config.method, config.method_args).model_dump(mode="json")
-    return config_hash(cfg)
+@dataclass
+class _Prepared:
+    """A packer ready to run: the corpora it reads, its separators and the domain names of the side files."""
+
+    packer: Any
+    corpus: Any
+    mix: Any
+    mix_offset: int
+    domain_names: list[str]
+    separators: tuple[int | None, int]
+    timing: dict[str, float]
 
 
-def _synthesize(config: SynthesisConfig, *, progress: Callable[[int, int], None] | None, tokenizer) -> Manifest:
-    out = Path(config.out_dir)
-    spec = get_method(config.method)
-    args = parse_args(config.method, config.method_args)
-    cfg = config.model_dump(mode="json", exclude={"out_dir", "cache_dir"})
-    cfg["method_args"] = args.model_dump(mode="json")
-    h = config_hash(cfg)
-    manifest = read_manifest(out)
-    if manifest is not None and manifest.config_hash != h:
-        raise ConfigError(f"out_dir: {out} holds a synthesis with a different config; use another out_dir or delete it")
-    if manifest is not None and manifest.complete:
-        return manifest
-
+def _prepare(config: SynthesisConfig, tokenizer) -> _Prepared:
     t0 = time.perf_counter()
     tok = tokenizer if tokenizer is not None else _tokenizer(config.tokenizer)
     bos, eos = _separators(tok)
@@ -156,7 +126,8 @@ def _synthesize(config: SynthesisConfig, *, progress: Callable[[int, int], None]
     if corpus.num_tokens + framer.nsep * len(corpus) < config.seq_len:
         raise ConfigError(f"seq_len: the corpus holds {corpus.num_tokens} tokens in {len(corpus)} documents, less than "
                           f"one sequence of {config.seq_len}; use a larger corpus or a smaller seq_len")
-    packer = spec.build(framer=framer, args=args, seed=config.seed)
+    packer = get_method(config.method).build(framer=framer, args=parse_args(config.method, config.method_args),
+                                             seed=config.seed)
     domain_names = list(corpus.domain_names)
     mix, mix_offset = corpus, 0
     if config.mix_ratio > 0:
@@ -165,60 +136,93 @@ def _synthesize(config: SynthesisConfig, *, progress: Callable[[int, int], None]
             mix_offset = len(domain_names)
             domain_names += mix.domain_names
         packer = Mixer(packer, StreamPacker(Framer(mix, config.seq_len, bos, eos), config.seed + 1), config.mix_ratio)
-    t_prepared = time.perf_counter()
+    timing = {"load_corpus_seconds": round(t_corpus - t0, 3), "prepare_seconds": round(time.perf_counter() - t_corpus, 3)}
+    return _Prepared(packer, corpus, mix, mix_offset, domain_names, (bos, eos), timing)
 
-    total = math.ceil(config.budget_tokens / config.seq_len)
-    shard_size = config.shard_size or max(1, SHARD_TOKENS // config.seq_len)
+
+def _start(out: Path, config: SynthesisConfig, ident: Identity, prep: _Prepared, total: int) -> Manifest:
+    """A fresh manifest, or the interrupted one with the packer restored to its last listed shard."""
+    manifest = shards_manifest(out)
     if manifest is None:
         out.mkdir(parents=True, exist_ok=True)
         _cleanup(out, 0)
-        manifest = Manifest(method=config.method, seq_len=config.seq_len, tokenizer=config.tokenizer, config=cfg,
-                            config_hash=h)
+        manifest = Manifest(method=config.method, seq_len=config.seq_len, tokenizer=config.tokenizer,
+                            config=_config_dump(config), config_hash=ident.config, schema=SCHEMA, identity=ident.as_dict())
     else:
-        if manifest.stats.get("corpus", {}).get("key", corpus.key) != corpus.key:
-            raise ConfigError(f"corpus.path: the corpus changed since {out} was started (different files or sizes); "
-                              "delete out_dir to pack the new corpus")
         _cleanup(out, len(manifest.shards))
         if manifest.shards:
-            packer.load_state(load_state(out / f"state-{len(manifest.shards):05d}.npz"))
+            prep.packer.load_state(load_state(out / f"state-{len(manifest.shards):05d}.npz"))
+    corpus = prep.corpus
+    bos, eos = prep.separators
     manifest.stats.update({"corpus": {"key": corpus.key, "dir": str(corpus.dir), "docs": len(corpus),
-                                      "tokens": corpus.num_tokens}, "domain_names": domain_names,
+                                      "tokens": corpus.num_tokens}, "domain_names": prep.domain_names,
                            "separators": {"bos": bos, "eos": eos}, "target_sequences": total})
-    seqs_docs: list[list[int]] = []
-    sources: list[int] = []
-    continued: list[bool] = []
-    timing = manifest.stats.setdefault("timing", {"pack_seconds": 0.0})
-    timing.update({"load_corpus_seconds": round(t_corpus - t0, 3), "prepare_seconds": round(t_prepared - t_corpus, 3)})
-    t_last = time.perf_counter()
+    manifest.stats.setdefault("timing", {"pack_seconds": 0.0}).update(prep.timing)
+    return manifest
 
-    def before_listing(n: int) -> None:
-        nonlocal t_last
-        lens = np.array([len(d) for d in seqs_docs], dtype=np.int64)
-        ids = np.array([d for ds in seqs_docs for d in ds], dtype=np.int64)
-        src = np.repeat(np.array(sources, dtype=np.int8), lens)
+
+class _SideFiles:
+    """Per-sequence provenance of the shard being filled, written (with the packer's state) before it is listed."""
+
+    def __init__(self, out: Path, prep: _Prepared, manifest: Manifest):
+        self.out, self.prep, self.manifest = out, prep, manifest
+        self.docs: list[list[int]] = []
+        self.sources: list[int] = []
+        self.continued: list[bool] = []
+        self.t_last = time.perf_counter()
+
+    def add(self, docs: list[int], source: int, continued: bool) -> None:
+        self.docs.append(docs)
+        self.sources.append(source)
+        self.continued.append(continued)
+
+    def write(self, n: int) -> None:
+        p = self.prep
+        lens = np.array([len(d) for d in self.docs], dtype=np.int64)
+        ids = np.array([d for ds in self.docs for d in ds], dtype=np.int64)
+        src = np.repeat(np.array(self.sources, dtype=np.int8), lens)
         dom = np.zeros(len(ids), dtype=np.int32)
-        own = (src == 0) | (mix is corpus)
-        dom[own] = corpus.domains[ids[own]]
-        dom[~own] = mix.domains[ids[~own]] + mix_offset
-        atomic_write(out / f"shard-{n:05d}.docs.npz", lambda f: np.savez(
+        own = (src == 0) | (p.mix is p.corpus)
+        dom[own] = p.corpus.domains[ids[own]]
+        dom[~own] = p.mix.domains[ids[~own]] + p.mix_offset
+        atomic_write(self.out / f"shard-{n:05d}.docs.npz", lambda f: np.savez(
             f, offsets=np.concatenate([[0], np.cumsum(lens)]), doc_ids=ids.astype(np.int32), domains=dom,
-            source=np.array(sources, dtype=np.int8), continued=np.array(continued, dtype=bool)))
-        save_state(out / f"state-{n + 1:05d}.npz", packer.state())
+            source=np.array(self.sources, dtype=np.int8), continued=np.array(self.continued, dtype=bool)))
+        save_state(self.out / f"state-{n + 1:05d}.npz", p.packer.state())
         now = time.perf_counter()
-        timing["pack_seconds"] = round(timing["pack_seconds"] + now - t_last, 3)
-        t_last = now
-        manifest.stats["methods"] = packer.summary() if isinstance(packer, Mixer) else {packer.name: packer.summary()}
-        seqs_docs.clear()
-        sources.clear()
-        continued.clear()
+        timing = self.manifest.stats["timing"]
+        timing["pack_seconds"] = round(timing["pack_seconds"] + now - self.t_last, 3)
+        self.t_last = now
+        packer = p.packer
+        self.manifest.stats["methods"] = packer.summary() if isinstance(packer, Mixer) else {packer.name: packer.summary()}
+        self.docs, self.sources, self.continued = [], [], []
 
-    writer = _Writer(out, manifest, shard_size, before_listing)
+
+class _Writer(ShardWriter):
+    def __init__(self, out: Path, manifest: Manifest, shard_size: int, side: _SideFiles):
+        super().__init__(out, manifest, shard_size)
+        self.side = side
+
+    def flush(self, **stats: Any) -> None:
+        if self.buffer:
+            self.side.write(len(self.manifest.shards))
+        super().flush(**stats)
+
+
+def _pack(config: SynthesisConfig, ident: Identity, *, progress: Callable[[int, int], None] | None = None,
+          tokenizer=None) -> Manifest:
+    """Pack a corpus into fixed-length sequences with a packing method (the CPT data recipes)."""
+    out = Path(config.out_dir)
+    prep = _prepare(config, tokenizer)
+    total = math.ceil(config.budget_tokens / config.seq_len)
+    manifest = _start(out, config, ident, prep, total)
+    side = _SideFiles(out, prep, manifest)
+    writer = _Writer(out, manifest, config.shard_size or max(1, SHARD_TOKENS // config.seq_len), side)
+    packer = prep.packer
     while manifest.num_sequences + len(writer.buffer) < total:
         src = packer.next_source() if isinstance(packer, Mixer) else 0
         seq, docs = packer.next()
-        seqs_docs.append(docs)
-        sources.append(src)
-        continued.append(packer.continued)
+        side.add(docs, src, packer.continued)
         before = len(manifest.shards)
         writer.add(seq)
         if len(manifest.shards) > before:
@@ -236,7 +240,6 @@ def _listed(out: Path, n: int, progress, manifest: Manifest, seq_len: int, total
         old.unlink()
     if progress:
         progress(manifest.tokens, total * seq_len)
-
 
 
 def packed_document_ids(out_dir: str | Path) -> frozenset[str]:

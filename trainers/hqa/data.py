@@ -19,14 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ctxbench.harness.core.config import one_line, read_yaml_mapping, resolve_config
+from ctxbench.harness.core.config import load_config
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_write, atomic_write_json
 from ctxbench.trainers.hqa import prompts
 from ctxbench.trainers.hqa.algorithms import Composition, DocumentQAs, concatenate, diverse_specs, hierarchical_steps
-from ctxbench.trainers.hqa.generate import Generator, GeneratorSpec
+from ctxbench.trainers.data.generator import VOLATILE_BACKEND_ARGS, GeneratorConfig, method_defaults
+from ctxbench.trainers.data.synthesis import Identity, content_hash, envelope, register_synthesis, remove_unlisted
+from ctxbench.trainers.hqa.generate import Generator
 from ctxbench.trainers.hqa.split import DocumentSource, Hierarchy, read_documents, source_identity, split
 
 MANIFEST = "manifest.json"
@@ -39,7 +41,7 @@ class HQADataConfig(BaseModel):
     documents: DocumentSource = Field(description="the long documents (paper: Together long books)")
     tokenizer: str = Field(description="tokenizer (and chat template) of the model to be trained: chunks and sample "
                            "lengths are counted in its tokens")
-    generator: GeneratorSpec = Field(description="the model that summarizes and writes QAs, through a ctxbench backend")
+    generator: GeneratorConfig = Field(description="the model that summarizes and writes QAs, through a ctxbench backend")
     small_tokens: int = Field(4096, ge=16, description="small chunk size in tokens (§3.1: 4K)")
     medium_tokens: int = Field(12288, ge=16, description="medium section size in tokens, a multiple of small_tokens (§3.1: "
                                "12K); shorter documents are skipped and counted")
@@ -62,6 +64,11 @@ class HQADataConfig(BaseModel):
                                   "every synthesis, so stages reuse each other's calls)")
     shard_samples: int = Field(100, ge=1, description="conversations per shard file")
 
+    @field_validator("generator", mode="before")
+    @classmethod
+    def _generator_defaults(cls, v):
+        return method_defaults(v, batch_size=32)
+
     @model_validator(mode="after")
     def _sizes(self):
         if self.medium_tokens % self.small_tokens:
@@ -72,23 +79,16 @@ class HQADataConfig(BaseModel):
         return self
 
     def config_hash(self) -> str:
-        from ctxbench.trainers.hqa.generate import VOLATILE_BACKEND_ARGS
-
+        """The config part of the synthesis identity: where it is written, and how calls are batched or run, left out."""
         keep = self.model_dump(mode="json", exclude={"out_dir", "cache_dir", "shard_samples"})
-        keep["generator"].pop("batch_size", None)  # how calls are batched, or run, does not change the data
+        keep["generator"].pop("batch_size", None)
         keep["generator"]["backend_args"] = {k: v for k, v in keep["generator"]["backend_args"].items()
                                              if k not in VOLATILE_BACKEND_ARGS}
-        return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
+        return content_hash(keep)
 
 
 def load_data_config(path: Path, **overrides: Any) -> HQADataConfig:
-    path = resolve_config(path, kind="data", field="--config")
-    raw = read_yaml_mapping(path, field="--config", expect="hqa data settings (documents, generator, ...)")
-    raw = {**raw, **{k: v for k, v in overrides.items() if v is not None}}
-    try:
-        return HQADataConfig(**raw)
-    except ValidationError as e:
-        raise ConfigError(one_line(e, Path(path).name)) from None
+    return load_config(path, HQADataConfig, kind="data", expect="hqa data settings (documents, generator, ...)", **overrides)
 
 
 def read_manifest(out_dir: str | Path) -> dict[str, Any] | None:

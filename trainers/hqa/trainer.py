@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ctxbench.harness.core.config import validate_config
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.registry import register
-from ctxbench.trainers.base import DataBundle, RopeSpec, ScratchModel, TrainerConfig, TrainResult, config_path, validate
+from ctxbench.trainers.base import DataBundle, RopeSpec, ScratchModel, TrainerConfig, TrainResult, config_path
 from ctxbench.trainers.hqa.chat import IGNORE
 from ctxbench.trainers.hqa.study import HQAStudyData
 from ctxbench.trainers.loop import HFTrainer
@@ -39,8 +40,8 @@ class StageSpec(BaseModel):
     epochs: int | None = Field(None, ge=1, description="passes over the stage's data (§4.2: 1); default 1 unless max_steps")
     max_steps: int | None = Field(None, ge=1, description="optimizer steps instead of epochs")
     learning_rate: float | None = Field(None, gt=0, description="this stage's peak learning rate; default the config's")
-    sequence_parallel: int = Field(1, ge=1, description="sequence-parallel degree (paper: DeepSpeed Ulysses for 650K/1M); "
-                                   "ctxbench has none yet, so > 1 refuses to train")
+    sequence_parallel: int = Field(1, ge=1, description="DeepSpeed-Ulysses degree for this stage (paper: Ulysses for 650K/1M); "
+                                   "needs deepspeed and a launch with a multiple of it processes")
 
     @model_validator(mode="after")
     def _length(self):
@@ -57,8 +58,8 @@ class HQASFTConfig(TrainerConfig):
 
     @model_validator(mode="after")
     def _stages(self):
-        if self.rope is not None or self.max_steps is not None:
-            raise ValueError("rope and max_steps are per stage: set them under stages[]")
+        if self.rope is not None or self.max_steps is not None or self.sequence_parallel != 1:
+            raise ValueError("rope, max_steps and sequence_parallel are per stage: set them under stages[]")
         names = [s.name for s in self.stages]
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
@@ -79,7 +80,6 @@ class HQAStageConfig(TrainerConfig):
     data_identity: str = Field(description="config hash of the data this stage trains on")
     seq_len: int = Field(ge=16, description="longest conversation in tokens")
     epochs: int | None = Field(None, ge=1, description="passes over the data")
-    sequence_parallel: int = Field(1, ge=1, description="sequence-parallel degree")
     previous_stage: str | None = Field(None, description="config hash of the stage this one starts from")
     eval_samples: int = Field(0, ge=0, description="conversations held out for validation")
 
@@ -103,19 +103,22 @@ ANSWER_SHARE = 0.05  # --plan: share of a conversation's tokens that are answers
 
 
 # --- the loss -----------------------------------------------------------------------------------
-def answer_loss_sum(model, input_ids, attention_mask, labels):
-    """(sum of next-token cross-entropy over labelled positions, their count), computing logits only there."""
+def answer_loss_sum(model, input_ids, attention_mask=None, labels=None, position_ids=None, shift_labels=None):
+    """(sum of next-token cross-entropy over labelled positions, their count), computing logits only there.
+    `shift_labels` (a sequence-parallel shard: DeepSpeed-Ulysses shifts the labels before it cuts the sequence) are
+    already the next tokens of each position; `labels` are shifted here."""
     import torch.nn.functional as F
 
     # through the model's own forward (under DDP, the wrapper's: only then are gradients averaged over processes),
     # keeping one logit; the last hidden state (after the final norm) gives the logits of the labelled positions only
-    out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, logits_to_keep=1,
-                use_cache=False)
-    hidden = out.hidden_states[-1]
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, output_hidden_states=True,
+                logits_to_keep=1, use_cache=False)
+    shifted = shift_labels is not None
+    hidden = out.hidden_states[-1] if shifted else out.hidden_states[-1][:, :-1]
     inner = getattr(model, "module", model)  # DistributedDataParallel wraps the model
-    targets = labels[:, 1:]
+    targets = shift_labels if shifted else labels[:, 1:]
     keep = targets != IGNORE
-    logits = inner.get_output_embeddings()(hidden[:, :-1][keep]).float()
+    logits = inner.get_output_embeddings()(hidden[keep]).float()
     cap = getattr(inner.config, "final_logit_softcapping", None)
     if cap:
         logits = logits.div(cap).tanh().mul(cap)
@@ -136,15 +139,26 @@ def answer_only_trainer_class():
         def loss_is_scaled_for_ga(self):
             return self._scaled
 
+        def _get_num_items_in_batch(self, batch_samples, device):
+            """Under sequence parallelism the batches hold shards with pre-shifted labels: the step's answer tokens
+            are their sum over every process (each shard once)."""
+            if not (batch_samples and "shift_labels" in batch_samples[0]):
+                return super()._get_num_items_in_batch(batch_samples, device)
+            import torch
+
+            mine = sum(int((b["shift_labels"] != IGNORE).sum()) for b in batch_samples)
+            return self.accelerator.reduce(torch.tensor(mine, device=device), reduction="sum")
+
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            total, n = answer_loss_sum(model, inputs["input_ids"], inputs.get("attention_mask"), inputs["labels"])
+            keys = ("input_ids", "attention_mask", "labels", "position_ids", "shift_labels")
+            total, n = answer_loss_sum(model, **{k: inputs[k] for k in keys if k in inputs})
             if model.training:
                 self.answer_tokens += int(n)
             self._scaled = num_items_in_batch is not None
             if self._scaled:
                 loss = total / num_items_in_batch
-                if self.args.average_tokens_across_devices and self.accelerator.num_processes > 1:
-                    loss = loss * self.accelerator.num_processes  # DDP averages gradients over processes
+                if ("shift_labels" in inputs or self.args.average_tokens_across_devices) and self.accelerator.num_processes > 1:
+                    loss = loss * self.accelerator.num_processes  # DDP (and ZeRO) average gradients over processes
             else:
                 loss = total / n.clamp(min=1)
             return (loss, None) if return_outputs else loss
@@ -152,11 +166,15 @@ def answer_only_trainer_class():
     return AnswerOnlyTrainer
 
 
-def pad_collator(pad_id: int):
+def pad_collator(pad_id: int, multiple: int = 1):
+    """Right-pads to the longest conversation (rounded up to `multiple`: the sequence-parallel degree cuts every
+    batch into equal shards); padding has no label, and under causal attention changes no earlier position.
+    position_ids are explicit: sequence parallelism needs each shard's global positions."""
+
     def collate(rows: list[dict[str, np.ndarray]]) -> dict[str, Any]:
         import torch
 
-        width = max(len(r["input_ids"]) for r in rows)
+        width = -(-max(len(r["input_ids"]) for r in rows) // multiple) * multiple
         ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
         labels = torch.full((len(rows), width), IGNORE, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -165,7 +183,8 @@ def pad_collator(pad_id: int):
             ids[i, :n] = torch.from_numpy(r["input_ids"].astype(np.int64))
             labels[i, :n] = torch.from_numpy(r["labels"].astype(np.int64))
             mask[i, :n] = 1
-        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+        positions = torch.arange(width).expand_as(ids).clone()
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask, "position_ids": positions}
 
     return collate
 
@@ -243,7 +262,7 @@ class StageTrainer(HFTrainer):
 
     def steps_for(self, data: DataBundle) -> int:
         c = self.config
-        per_step = c.per_device_batch_size * c.gradient_accumulation_steps * self.world_size()
+        per_step = c.per_device_batch_size * c.gradient_accumulation_steps * self.data_parallel_size()
         return c.max_steps or (c.epochs or 1) * max(1, math.ceil(len(data.train) / per_step))
 
     def training_arguments(self, data: DataBundle) -> dict[str, Any]:
@@ -252,7 +271,7 @@ class StageTrainer(HFTrainer):
 
     def data_collator(self):
         tok = self.tokenizer
-        return pad_collator(tok.pad_token_id if tok.pad_token_id is not None else 0)
+        return pad_collator(tok.pad_token_id if tok.pad_token_id is not None else 0, self.config.sequence_parallel)
 
     def hf_trainer_class(self) -> type:
         return answer_only_trainer_class()
@@ -334,7 +353,7 @@ class HQASFTTrainer(StageTrainer):
                "rope": st.rope, "epochs": st.epochs, "max_steps": st.max_steps, "sequence_parallel": st.sequence_parallel,
                "learning_rate": st.learning_rate or c.learning_rate, "previous_stage": previous, "eval_samples": c.eval_samples,
                "output_dir": str(Path(c.output_dir) / st.name) if c.output_dir else None}
-        return validate(HQAStageConfig, raw, where=f"stages.{i}")
+        return validate_config(HQAStageConfig, raw, where=f"stages.{i}")
 
     def stage_configs(self) -> list[HQAStageConfig]:
         """Every planned stage's config, validated (its data config resolves) without making data or loading a tokenizer:
@@ -378,11 +397,14 @@ class HQASFTTrainer(StageTrainer):
                 for st in self.stage_configs()]
 
     def train(self, *, callbacks=(), fresh: bool = False) -> TrainResult:
+        from ctxbench.trainers.distributed import check_sequence_parallel
+
         for st in self.stage_configs():  # refuse before any work (building the stages synthesizes their data)
-            if st.sequence_parallel > 1:
-                raise ConfigError(f"stages.{st.stage}.sequence_parallel: {st.sequence_parallel}-way sequence "
-                                  f"parallelism (paper: DeepSpeed Ulysses) is needed for {st.seq_len:,} tokens and ctxbench "
-                                  f"has none yet; train the earlier stages with --stage")
+            try:
+                check_sequence_parallel(st.sequence_parallel, deepspeed=st.deepspeed, attn=st.attn_implementation,
+                                        seq_len=st.seq_len, trainer=self.name)
+            except ConfigError as e:
+                raise ConfigError(f"stages.{st.stage}.{e}") from None
         stages = self.stage_trainers()
         self.results = []
         for t in stages:

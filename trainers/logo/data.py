@@ -95,12 +95,9 @@ class LogoDataConfig(BaseModel):
 
 def load_config(path: Path, **overrides: Any) -> LogoDataConfig:
     """Read a data YAML; a bad key or value is one line naming it (overrides of None are ignored)."""
-    from ctxbench.harness.core.config import read_yaml_mapping, resolve_config
-    from ctxbench.trainers.base import validate
+    from ctxbench.harness.core.config import load_config as load
 
-    path = resolve_config(path, kind="data", field="--config")
-    raw = read_yaml_mapping(path, field="--config", expect="LOGO data settings")
-    return validate(LogoDataConfig, {**raw, **{k: v for k, v in overrides.items() if v is not None}}, where=path.name)
+    return load(path, LogoDataConfig, kind="data", expect="LOGO data settings", **overrides)
 
 
 def read_manifest(out_dir: Path) -> dict[str, Any] | None:

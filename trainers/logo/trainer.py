@@ -22,7 +22,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ctxbench.harness.core.config import one_line
+from ctxbench.harness.core.config import one_line, validate_config
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import append_jsonl
 from ctxbench.harness.core.registry import register
@@ -196,13 +196,14 @@ class LogoTrainer(HFTrainer):
     name = "logo"
     config_cls = LogoConfig
     study_data_cls = LogoStudyData
+    sequence_parallel_ok = False  # ~10K-token sequences (16 chunks of 512 and a reply) fit one GPU: see --plan
 
     # --- as a study method (harness/studies) --------------------------------------------------------
     @classmethod
     def study_data_config(cls, options: LogoStudyData, inputs) -> dict[str, Any]:
         """Synthesize the data YAML (with the method's overrides) into inputs.out_dir with the study's seed."""
         from ctxbench.harness.core.config import read_yaml_mapping
-        from ctxbench.trainers.base import config_path, validate
+        from ctxbench.trainers.base import config_path
 
         clash = sorted({"out_dir", "seed"} & set(options.data_args))
         if clash:
@@ -211,7 +212,7 @@ class LogoTrainer(HFTrainer):
                **options.data_args, "out_dir": str(inputs.out_dir), "seed": inputs.seed}
         if inputs.data_dir is not None and not raw.get("data_file"):
             raw["data_dir"] = str(inputs.data_dir)
-        validate(LogoDataConfig, raw, where=f"data ({Path(options.data).name})")  # one line now, not at training time
+        validate_config(LogoDataConfig, raw, where=f"data ({Path(options.data).name})")  # one line now, not at training time
         return {"synthesis": raw, "eval_samples": options.eval_samples, "max_samples": options.max_samples}
 
     def corpus_documents(self) -> frozenset[str] | None:
