@@ -25,7 +25,8 @@ import numpy as np
 from ctxbench.harness.core.errors import ConfigError
 
 RULER_THRESHOLD = 0.856  # Llama2-7B at 4K: RULER's bar for the effective length
-GRID_POINTS = 2001  # candidate means on [0, 1] (step 0.0005), plus the rule's decision point
+GRID_POINTS = 2001  # candidate means on [0, 1] for a whole path (step 0.0005), plus the rule's decision point
+COARSE_POINTS = 201  # one interval: a coarse grid, then the same again inside the two brackets (step 2.5e-5)
 TRUNCATION = 0.5  # bets capped at c/m (c/(1-m)) so that capital never drops by more than half in one round
 HEDGE = 0.5  # weight θ of the "above" bettor; 1-θ for the "below" bettor
 TIME_BLOCK = 256  # rounds per block when scanning long sequences (bounds memory at blocks × grid)
@@ -181,10 +182,32 @@ def _scaled_interval(values: Sequence[float], *, alpha: float, lower: float, upp
     if not len(values):
         return lower, upper
     span = upper - lower
-    scaled = (np.asarray(values, dtype=float) - lower) / span
-    lo, hi = interval_path(scaled, alpha=alpha, per_round=per_round,
-                           anchors=[(a - lower) / span for a in anchors])
-    return float(lower + span * lo[-1]), float(lower + span * hi[-1])
+    x = np.clip((np.asarray(values, dtype=float) - lower) / span, 0.0, 1.0)[None, :]
+    barrier = math.log(1 / alpha)
+    coarse = np.unique(np.concatenate([np.linspace(0.0, 1.0, COARSE_POINTS), [(a - lower) / span for a in anchors]]))
+    low, high = _excluded_ever(x, alpha, coarse, per_round, barrier)
+    fine = np.concatenate([_bracket(coarse, low.sum() - 1), _bracket(coarse, coarse.size - high.sum() - 1)])
+    fine_low, fine_high = _excluded_ever(x, alpha, fine, per_round, barrier)
+    lo = max([0.0, *coarse[low], *fine[fine_low]])  # excluded tails are a prefix and a suffix of [0, 1]
+    hi = min([1.0, *coarse[high], *fine[fine_high]])
+    return float(lower + span * lo), float(lower + span * hi)
+
+
+def _bracket(grid: np.ndarray, index: int) -> np.ndarray:
+    """Candidates between grid[index] and grid[index + 1], where one tail of the exclusions ends."""
+    if index < 0 or index + 1 >= grid.size:
+        return np.zeros(0)
+    return np.linspace(grid[index], grid[index + 1], COARSE_POINTS)
+
+
+def _excluded_ever(x: np.ndarray, alpha: float, grid: np.ndarray, per_round: int,
+                   barrier: float) -> tuple[np.ndarray, np.ndarray]:
+    """Which candidates the low and the high bettor have excluded at some round so far (running intersection)."""
+    best_plus, best_minus = np.full(grid.size, -np.inf), np.full(grid.size, -np.inf)
+    for _, plus, minus in _capital_blocks(x, alpha, grid, per_round):
+        best_plus = np.maximum(best_plus, plus[0].max(axis=0))
+        best_minus = np.maximum(best_minus, minus[0].max(axis=0))
+    return best_plus >= barrier, best_minus >= barrier
 
 
 def decide(rule: StopRule, lo: float, hi: float) -> str:
