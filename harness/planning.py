@@ -238,7 +238,8 @@ def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True, repea
             if length == 0:
                 raise ConfigError(f"tasks.{i}: {spec.display} needs a length of at least 64 tokens; length 0 is for "
                                   "short-context (lm-eval) tasks only")
-            at = n if not hasattr(task, "samples_at") else min(n, task.samples_at(length, ctx))  # fixed items binned by length
+            binned = task.samples_at(length, ctx) if hasattr(task, "samples_at") else None  # fixed items binned by length
+            at = n if binned is None else min(n, binned)
             cells.append(Cell(task, length, at, tuple(j for j in range(at) if keep(f"{task.name}@{length}#{j}")), repeats))
     return cells, external
 

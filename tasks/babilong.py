@@ -10,6 +10,10 @@ of the whole prompt (data/create_tasks.py builds "4k" as 4000 - 300 tokens of co
 when the scored model's tokenizer makes a prompt too long for its length, the background text is cut in the
 middle as for LongBench (meta["truncated_tokens"] says how much; a cut can remove a fact).
 
+With `binned: true` no item is cut: a length L reads the items of the splits near it (nominal size from L/4 to 2L,
+and 0k up to 4K) and scores each whole at the length bin of its real size under the scored model's tokenizer,
+(L/2, L] (tasks/length_bins.py); a suite's lengths, 128K and past it, then select items by their real length.
+
 Scoring is the official exact-label check (babilong/metrics.py compare_answers), implemented here:
 lower-case, keep the first sentence (up to the first "."), cut at "<context>" or "<example>"; find every
 task label occurring as a substring; drop labels that occur in the question; the answer is right when the
@@ -34,6 +38,7 @@ from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Sample
 from ctxbench.tasks.babilong_prompts import PROMPTS
 from ctxbench.tasks.base import Task, TaskArgs
+from ctxbench.tasks.length_bins import items_in_bin
 from ctxbench.tasks.realdata import fit_context, hub_dataset, read_records
 
 HUBS = {"100": "RMT-team/babilong", "1k": "RMT-team/babilong-1k-samples"}
@@ -82,6 +87,8 @@ class BabilongArgs(TaskArgs):
     limit: int | None = Field(None, ge=1, description="use only the first N items of each split, in the official order; "
                                                       "default: the suite's samples")
     max_new_tokens: int = Field(MAX_NEW_TOKENS, ge=1, description="tokens to generate (official: 20)")
+    binned: bool = Field(False, description="score each item whole at the length bin of its real token length, (L/2, L], "
+                                            "from the splits near L, instead of cutting one split's items to L")
 
 
 def split_for(length: int) -> str:
@@ -151,19 +158,56 @@ class Babilong(Task):
             raise ConfigError(f"{self.name}: split {split} needs the fields input, question and target; give the official files")
         return rows
 
-    def generate(self, *, length: int, index: int, seed: int, ctx: GenContext) -> Sample:
-        split = self.args.split or split_for(length)
-        rows = self.items(split, ctx)
-        if not 0 <= index < len(rows):
-            raise ConfigError(f"{self.name}: sample {index} is out of range; split {split} has {len(rows)} items "
-                              "(lower the suite's samples or set limit)")
-        rec = rows[index]
+    def near_splits(self, length: int, ctx: GenContext) -> list[str]:
+        """Binned: the splits whose items may lie in length's bin (nominal sizes are GPT-2 tokens of the prompt)."""
+        if self.args.split:
+            return [self.args.split]
+        root = self.root(ctx.data_dir)
+        near = [s for s, size in SPLITS.items() if length // 4 <= size <= 2 * length or (size == 0 and length <= 4096)]
+        return [s for s in near if root is None or self.local_file(root, s) is not None]
+
+    def binned_items(self, length: int, ctx: GenContext) -> list[tuple[str, int]]:
+        """Binned: (split, item) of every item in length's bin, splits in size order, items in official order."""
+        out = []
+        for split in self.near_splits(length, ctx):
+            rows = self.items(split, ctx)
+            key = ("babilong", self.name, self.args.variant, self.args.data_path, str(ctx.data_dir), split, self.max_new_tokens)
+            size = lambda i, rows=rows: self.render(rows[i], ctx)[1] + self.max_new_tokens  # noqa: E731
+            out += [(split, i) for i in items_in_bin(ctx, key, length, [len(str(r["input"])) for r in rows], size)]
+        return out
+
+    def samples_at(self, length: int, ctx: GenContext) -> int | None:
+        return len(self.binned_items(length, ctx)) if self.args.binned else None
+
+    def render(self, rec: dict[str, Any], ctx: GenContext):
+        """The whole item rendered (binned mode: never cut) and its token count."""
+        head, tail = self.edges(rec)
+        text = ctx.renderer.render(head + str(rec["input"]).strip() + tail)
+        return text, ctx.count(text)
+
+    def edges(self, rec: dict[str, Any]) -> tuple[str, str]:
         instruction, examples, post_prompt = PROMPTS[self.qa]
         head = f"{instruction}\n\n{examples}\n\n{post_prompt}\n\n<context>\n".lstrip()
-        tail = f"\n</context>\n\nQuestion: {rec['question']}".rstrip()
+        return head, f"\n</context>\n\nQuestion: {rec['question']}".rstrip()
+
+    def generate(self, *, length: int, index: int, seed: int, ctx: GenContext) -> Sample:
+        split, row = self.args.split or split_for(length), index
+        if self.args.binned:
+            found = self.binned_items(length, ctx)
+            if 0 <= index < len(found):
+                split, row = found[index]
+            else:
+                raise ConfigError(f"{self.name}: sample {index} is out of range; the bin of length {length} holds {len(found)} "
+                                  "items under this tokenizer (lower the suite's samples)")
+        rows = self.items(split, ctx)
+        if not 0 <= row < len(rows):
+            raise ConfigError(f"{self.name}: sample {index} is out of range; split {split} has {len(rows)} items "
+                              "(lower the suite's samples or set limit)")
+        rec = rows[row]
+        head, tail = self.edges(rec)
         fit = fit_context(ctx, lambda c: ctx.renderer.render(head + c + tail), str(rec["input"]).strip(), length=length,
                           max_new_tokens=self.max_new_tokens, what=f"{self.name} item {index} of split {split}")
-        meta = {"split": split, "question": rec["question"], "template": ctx.renderer.template,
+        meta = {"split": split, "question": rec["question"], "template": ctx.renderer.template, **({"row": row} if self.args.binned else {}),
                 "truncated_tokens": fit.truncated_tokens, "context_tokens": fit.context_tokens}
         return self.make_sample(length=length, index=index, text=fit.rendered, tokens=fit.tokens,
                                 answers=[str(rec["target"])], meta=meta)
