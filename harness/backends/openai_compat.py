@@ -34,18 +34,17 @@ values that a server echoes back are masked the same way (core.redact).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import time
 import weakref
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any
 
 from ctxbench.harness.backends.args import OpenAIArgs
 from ctxbench.harness.backends.http_transport import LoopThread, Permanent, RetryingHTTP, Transient, shutdown
-from ctxbench.harness.core.backend import apply_truncation, check_window, parse_backend_args
-from ctxbench.harness.core.errors import ConfigError, CtxbenchError, PromptTooLongError
+from ctxbench.harness.backends.openai_prompts import CONTINUE_FIELDS, USER_JOIN, PreparedRequest, PromptBuilding, parse_completion  # noqa: F401
+from ctxbench.harness.core.backend import check_window, parse_backend_args
+from ctxbench.harness.core.errors import ConfigError, CtxbenchError
 from ctxbench.harness.core.extras import require_extra
 from ctxbench.harness.core.redact import redact, url_secrets
 from ctxbench.harness.core.registry import register
@@ -53,13 +52,35 @@ from ctxbench.harness.core.types import LogprobRequest, Prediction, Request, Tok
 
 APIS = ("completions", "chat")
 PREFILL_MODES = ("auto", "continue", "user")
-CONTINUE_FIELDS = {"continue_final_message": True, "add_generation_prompt": False}
-USER_JOIN = "\n"  # user-turn mode: user_text + USER_JOIN + answer prefix (stripped)
 
 
 @register("backend", "openai")
 def openai_backend(**kwargs):
     return OpenAIBackend(**kwargs)
+
+
+def check_arguments(a: OpenAIArgs) -> None:
+    """The refusals that need no server: before any connection is opened."""
+    refuse_two_credentials(a.base_url, a.api_key_env)
+    if a.prompt_format == "ids" and a.api == "chat":
+        raise ConfigError("backend_args.prompt_format: ids works with api=completions only")
+    if not a.base_url.startswith(("http://", "https://")):
+        raise ConfigError(f"backend_args.base_url: expected http(s)://host:port/v1, got {redact(a.base_url)!r}")
+
+
+def local_tokenizer(a: OpenAIArgs, spec: str) -> Any:
+    """The tokenizer that counts prompt tokens here; chat counting needs its chat template."""
+    from ctxbench.harness.core.models import load_tokenizer
+
+    try:
+        tokenizer = load_tokenizer(spec)
+    except CtxbenchError as e:
+        hint = "" if a.tokenizer else "; the model name is not loadable locally, pass --backend-arg tokenizer=<alias, dir or hub id>"
+        raise ConfigError(f"backend_args.tokenizer: {e}{hint}") from None
+    if a.api == "chat" and a.count_tokens == "local" and not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(f"backend_args.tokenizer: {spec!r} has no chat template to count chat prompts with; "
+                          "pass the model's tokenizer, or count_tokens=server")
+    return tokenizer
 
 
 def refuse_two_credentials(base_url: str, api_key_env: str) -> None:
@@ -72,15 +93,7 @@ def refuse_two_credentials(base_url: str, api_key_env: str) -> None:
                           "or drop api_key_env (Basic)")
 
 
-@dataclass
-class _Prepared:
-    request: Request
-    body: dict[str, Any]
-    prompt_tokens: int
-    truncated: int
-
-
-class OpenAIBackend(RetryingHTTP):
+class OpenAIBackend(PromptBuilding, RetryingHTTP):
     name = "openai"
 
     def __init__(self, *, model: str, truncation: str = "refuse", **kwargs: Any):
@@ -88,11 +101,7 @@ class OpenAIBackend(RetryingHTTP):
         require_extra("serve", for_="backend openai")
         import httpx
 
-        refuse_two_credentials(a.base_url, a.api_key_env)
-        if a.prompt_format == "ids" and a.api == "chat":
-            raise ConfigError("backend_args.prompt_format: ids works with api=completions only")
-        if not a.base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"backend_args.base_url: expected http(s)://host:port/v1, got {redact(a.base_url)!r}")
+        check_arguments(a)
 
         self.model = model
         self.served_model = a.served_model or model
@@ -116,18 +125,8 @@ class OpenAIBackend(RetryingHTTP):
                 raise ConfigError(f"backend_args.api_key_env: environment variable {a.api_key_env} is not set or empty")
         self._secrets = [self._api_key, *url_secrets(self.base_url)]
 
-        from ctxbench.harness.core.models import load_tokenizer
-
         self.tokenizer_spec = a.tokenizer or model
-        try:
-            self.tokenizer = load_tokenizer(self.tokenizer_spec)
-        except CtxbenchError as e:
-            hint = "" if a.tokenizer else "; the model name is not loadable locally, pass --backend-arg tokenizer=<alias, dir or hub id>"
-            raise ConfigError(f"backend_args.tokenizer: {e}{hint}") from None
-
-        if a.api == "chat" and a.count_tokens == "local" and not getattr(self.tokenizer, "chat_template", None):
-            raise ConfigError(f"backend_args.tokenizer: {self.tokenizer_spec!r} has no chat template to count chat prompts with; "
-                              "pass the model's tokenizer, or count_tokens=server")
+        self.tokenizer = local_tokenizer(a, self.tokenizer_spec)
         # the clock and sleep of the rate limiter and the retry waits (tests replace them with fake ones)
         self._clock: Callable[[], float] = time.monotonic
         self._sleep: Callable[[float], Coroutine[Any, Any, None]] = asyncio.sleep
@@ -238,168 +237,16 @@ class OpenAIBackend(RetryingHTTP):
             raise ConfigError(f"backend_args.count_tokens: the server has no usable {self._root()}/tokenize endpoint "
                               f"(HTTP {status}); use count_tokens=local")
 
-    # ---------------------------------------------------------------- request building
-
-    def _messages(self, r: Request) -> list[dict[str, str]]:
-        user = r.user_text or r.prompt
-        system = [{"role": "system", "content": r.system_prompt}] if r.system_prompt is not None else []
-        system += [{"role": role, "content": content} for role, content in r.turns]  # a conversation's earlier turns
-        if not r.answer_prefix:
-            return [*system, {"role": "user", "content": user}]
-        if self.prefill == "continue":
-            return [*system, {"role": "user", "content": user}, {"role": "assistant", "content": r.answer_prefix}]
-        return [*system, {"role": "user", "content": user + USER_JOIN + r.answer_prefix.strip()}]
-
-    def _protocol(self, r: Request) -> dict[str, Any]:
-        """Body fields of the run's protocol: sampling (else greedy), the thinking switch passed through (chat: the
-        server applies the template), reasoning effort, and the generation limit (answer + thinking budget)."""
-        sampling = dict(r.sampling)
-        body: dict[str, Any] = {"max_tokens": r.generation_limit, "temperature": sampling.pop("temperature", 0), **sampling}
-        if "seed" in body:
-            body["seed"] = int(body["seed"]) + r.repeat  # each repeat its own draw, reproducibly
-        kwargs = dict(r.template_kwargs)
-        if self.api == "chat" and self.thinking_switch and (r.thinking or "enable_thinking" in kwargs):
-            kwargs["enable_thinking"] = r.thinking
-        if self.api == "chat" and kwargs and self.thinking_switch:
-            body["chat_template_kwargs"] = kwargs
-        if self.reasoning_effort:
-            body["reasoning_effort"] = self.reasoning_effort
-        return body
-
-    def _continuing(self, r: Request) -> bool:
-        return self.api == "chat" and self.prefill == "continue" and bool(r.answer_prefix)
-
-    def _local_chat_ids(self, messages: list[dict[str, str]], continuing: bool, template_kwargs=()) -> list[int]:
-        out = self.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=not continuing,
-                                                 continue_final_message=continuing, **dict(template_kwargs))
-        if isinstance(out, dict) or hasattr(out, "keys"):
-            out = out["input_ids"]
-        return list(out)
-
-    async def _count(self, r: Request, messages: list[dict] | None, prompt: str) -> tuple[int, list[int] | None]:
-        """(token count, ids if cheaply known). Server counting asks /tokenize; local counting the local tokenizer."""
-        if self.count_tokens == "server":
-            payload: dict[str, Any] = {"model": self.served_model}
-            if messages is None:
-                payload.update(prompt=prompt, add_special_tokens=r.add_special_tokens)
-            else:
-                cont = self._continuing(r)
-                payload.update(messages=messages, add_generation_prompt=not cont, continue_final_message=cont)
-            data = await self._call(f"{self._root()}/tokenize", payload)
-            ids = data.get("tokens")
-            return int(data["count"]), (list(ids) if isinstance(ids, list) else None)
-        if messages is None:
-            if r.prompt_tokens is not None and self.prompt_format == "text":
-                return int(r.prompt_tokens), None  # counted by this tokenizer when the sample was generated
-            ids = self.tokenizer(prompt, add_special_tokens=r.add_special_tokens)["input_ids"]
-            return len(ids), ids
-        ids = self._local_chat_ids(messages, self._continuing(r), r.template_kwargs)
-        return len(ids), ids
-
-    async def _prepare(self, r: Request) -> _Prepared:
-        """Body for one request, after the length check (refuse raises PromptTooLongError; middle cuts, recorded)."""
-        limit = self.context_length - r.generation_limit
-        body: dict[str, Any] = {"model": self.served_model, **self._protocol(r), "stream": False}
-        if self.api == "completions":
-            n, ids = await self._count(r, None, r.prompt)
-            truncated = 0
-            if n > limit or self.prompt_format == "ids":
-                if ids is None or (self.count_tokens == "server" and self.prompt_format == "text"):
-                    ids = self.tokenizer(r.prompt, add_special_tokens=r.add_special_tokens)["input_ids"]
-                ids, truncated = apply_truncation(list(ids), max_new_tokens=r.generation_limit, context_length=self.context_length,
-                                                  policy=self.truncation, sample_id=r.sample_id)
-                n = len(ids)
-            if self.prompt_format == "ids":
-                body["prompt"] = list(ids)
-            elif truncated:
-                body["prompt"], n = self._fit_text(r, limit)
-                truncated = max(truncated, len(self.tokenizer(r.prompt, add_special_tokens=r.add_special_tokens)["input_ids"]) - n)
-            else:
-                body["prompt"] = r.prompt
-            body.update(self.extra_body)
-            return _Prepared(r, body, n, truncated)
-
-        if not r.user_text:
-            raise ConfigError(f"backend_args.api: chat needs samples that carry their user text; {r.sample_id} has none "
-                              "(samples from an older ctxbench): regenerate them, or use api=completions")
-        messages = self._messages(r)
-        n, _ = await self._count(r, messages, "")
-        truncated = 0
-        if n > limit:
-            # refuse, or cut the middle of the task text until the whole chat fits
-            if self.truncation != "middle":
-                apply_truncation(range(n), max_new_tokens=r.generation_limit, context_length=self.context_length,
-                                 policy=self.truncation, sample_id=r.sample_id)  # raises PromptTooLongError
-            original = n
-            user_ids = self.tokenizer(r.user_text or r.prompt, add_special_tokens=False)["input_ids"]
-            over = n - limit
-            for _ in range(4):
-                keep = max(len(user_ids) - over, 0)
-                cut_ids, _ = apply_truncation(user_ids, max_new_tokens=0, context_length=keep, policy="middle", sample_id=r.sample_id)
-                cut_req = dataclasses.replace(r, prompt_tokens=None, user_text=self.tokenizer.decode(cut_ids))
-                messages = self._messages(cut_req)
-                n, _ = await self._count(cut_req, messages, "")
-                if n <= limit:
-                    break
-                over += n - limit
-            else:
-                raise PromptTooLongError(f"{r.sample_id}: cannot cut the chat prompt below {limit} tokens")
-            truncated = original - n
-        body["messages"] = messages
-        if self._continuing(r):
-            body.update(CONTINUE_FIELDS)
-        body.update(self.extra_body)
-        return _Prepared(r, body, n, truncated)
-
-    def _fit_text(self, r: Request, limit: int) -> tuple[str, int]:
-        """The prompt with its middle cut, as text that re-tokenizes to at most limit tokens (and that count).
-
-        Decoding a cut and tokenizing it again can merge tokens differently at the cut, so check and cut more.
-        Special tokens the tokenizer adds itself (BOS of plain templates) are left to the server to add.
-        """
-        special = len(self.tokenizer("", add_special_tokens=r.add_special_tokens)["input_ids"])
-        ids = self.tokenizer(r.prompt, add_special_tokens=False)["input_ids"]
-        keep = limit - special
-        for _ in range(4):
-            ids, _ = apply_truncation(ids, max_new_tokens=0, context_length=keep, policy="middle", sample_id=r.sample_id)
-            text = self.tokenizer.decode(ids)
-            n = len(self.tokenizer(text, add_special_tokens=r.add_special_tokens)["input_ids"])
-            if n <= limit:
-                return text, n
-            keep -= n - limit
-        raise PromptTooLongError(f"{r.sample_id}: cannot cut the prompt below {limit} tokens as text; use prompt_format=ids")
-
     # ---------------------------------------------------------------- sending
 
-    def _parse(self, data: dict[str, Any]) -> tuple[str, int | None, int | None, str | None, int | None]:
-        """(text, completion tokens, prompt tokens, reasoning, reasoning tokens) from a (chat) completion response;
-        reasoning is what the server returned apart (vLLM/SGLang `reasoning_content`, others `reasoning`)."""
-        choice = data["choices"][0]
-        reasoning = None
-        if self.api == "chat":
-            message = choice.get("message") or {}
-            text = message.get("content")
-            reasoning = message.get("reasoning_content") or message.get("reasoning")
-        else:
-            text = choice.get("text")
-        if text is None:
-            text = ""
-        if not isinstance(text, str):
-            raise TypeError("text is not a string")
-        usage = data.get("usage") or {}
-        ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
-        rt = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
-        return (text, (int(ct) if ct is not None else None), (int(pt) if pt is not None else None),
-                reasoning if isinstance(reasoning, str) else None, (int(rt) if isinstance(rt, int) and reasoning else None))
-
-    async def _one(self, p: _Prepared) -> Prediction:
+    async def _one(self, p: PreparedRequest) -> Prediction:
         url = f"{self.base_url}/{'chat/completions' if self.api == 'chat' else 'completions'}"
         r = p.request
         start = time.perf_counter()
         timing: list[float] = []
         try:
             text, completion_tokens, server_prompt_tokens, reasoning, reasoning_tokens = await self._call(
-                url, p.body, self._parse, timing)
+                url, p.body, lambda data: parse_completion(data, self.api), timing)
         except Permanent as e:
             return Prediction(r.sample_id, "", p.prompt_tokens, 0, time.perf_counter() - start, p.truncated, error=str(e))
         except Transient as e:
@@ -412,13 +259,13 @@ class OpenAIBackend(RetryingHTTP):
                           reasoning=reasoning, reasoning_tokens=reasoning_tokens)
 
     async def _run(self, requests: list[Request]) -> list[Prediction]:
-        prepared: list[_Prepared | Prediction] = []
+        prepared: list[PreparedRequest | Prediction] = []
         for r in requests:  # sequential: local tokenization is CPU-bound; PromptTooLongError stops before sending
             try:
                 prepared.append(await self._prepare(r))
             except (Permanent, Transient) as e:  # server-side counting failed for this sample
                 prepared.append(Prediction(r.sample_id, "", r.prompt_tokens or 0, 0, 0.0, error=f"tokenize: {e}"))
-        jobs = [self._one(p) if isinstance(p, _Prepared) else _done(p) for p in prepared]
+        jobs = [self._one(p) if isinstance(p, PreparedRequest) else _done(p) for p in prepared]
         return list(await asyncio.gather(*jobs))
 
     def generate(self, requests: list[Request]) -> list[Prediction]:
