@@ -1,0 +1,136 @@
+"""Sequential scoring keeps its promises, measured on an independent simulator.
+
+A simulated backend answers sample i of task t at length L correctly iff hash(seed, t, L, i) < p(t, L): the
+outcome is fixed per sample id, as a real run's is. The truth (each length's mean over tasks) comes from the
+simulator, never from the code under test. Default tier: 2,000 runs, enough to see a 2-point excess over α
+(the standard error at 5% is 0.5 points); slow tier: 10,000.
+"""
+
+import numpy as np
+import pytest
+from scipy import special, stats
+
+from ctxbench.leaderboard.sequential import StopRule, first_settled, interval_path
+
+TASKS = 13
+ALPHA = 0.05
+THRESHOLD = 0.856
+# within 1 point of the threshold on both sides, beside easy lengths
+PROFILE = (0.97, 0.92, 0.866, 0.846, 0.70, 0.30)
+MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a well-spread 64-bit hash of a 64-bit key."""
+    with np.errstate(over="ignore"):
+        z = (z + np.uint64(0x9E3779B97F4A7C15)) & MASK
+        z = ((z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & MASK
+        z = ((z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & MASK
+        return z ^ (z >> np.uint64(31))
+
+
+def sample_uniform(seeds, task, length, index) -> np.ndarray:
+    """A uniform in [0, 1) fixed by (seed, task, length, sample index), broadcast over the arrays given."""
+    h = _mix(np.asarray(seeds, dtype=np.uint64))
+    for part in (task, length, index):
+        h = _mix(h ^ np.asarray(part, dtype=np.uint64))
+    return (h >> np.uint64(11)).astype(float) / 2.0 ** 53
+
+
+def task_accuracies(mean: float, spread: float = 1.0) -> np.ndarray:
+    """13 task accuracies spread logit-normally around a length's mean, shifted so their average is exactly it."""
+    if mean <= 0 or mean >= 1:
+        return np.full(TASKS, float(mean))
+    z = stats.norm.ppf((np.arange(TASKS) + 0.5) / TASKS) * spread
+    lo, hi = -20.0, 20.0  # solve mean(sigmoid(logit(mean) + z + s)) = mean for s by bisection
+    for _ in range(80):
+        shift = (lo + hi) / 2
+        lo, hi = (shift, hi) if special.expit(special.logit(mean) + z + shift).mean() < mean else (lo, shift)
+    return special.expit(special.logit(mean) + z + shift)
+
+
+def simulate_rounds(seeds: np.ndarray, length_id: int, accuracies: np.ndarray, rounds: int) -> np.ndarray:
+    """(runs, rounds) round means: sample r of every task, correct iff its hash falls under the task's accuracy."""
+    index = np.arange(rounds)[None, None, :]
+    task = np.arange(TASKS)[None, :, None]
+    u = sample_uniform(seeds[:, None, None], task, length_id, index)
+    return (u < accuracies[None, :, None]).mean(axis=1)
+
+
+def settled_against(threshold: float, rounds: np.ndarray, looks: int) -> tuple[np.ndarray, np.ndarray]:
+    rule = StopRule("effective-length", alpha=ALPHA, threshold=threshold, looks=looks)
+    return first_settled(rule, rounds, per_round=TASKS)
+
+
+def run_profile(runs: int, rounds: int = 500):
+    """For every run and length: the effective-length rule's stop and decision, and whether the interval ever
+    excluded the true mean up to that stop (the capital at the truth crossed 1/α)."""
+    seeds = np.arange(runs, dtype=np.uint64) + np.uint64(7_000_000)
+    wrong = np.zeros(runs, bool)
+    missed = np.zeros(runs, bool)
+    for length_id, mean in enumerate(PROFILE):
+        accuracies = task_accuracies(mean)
+        values = simulate_rounds(seeds, length_id, accuracies, rounds)
+        stop, decision = settled_against(THRESHOLD, values, looks=len(PROFILE))
+        truth = "above" if accuracies.mean() >= THRESHOLD else "below"
+        wrong |= (decision != "undecided") & (decision != truth)
+        truth_stop, truth_decision = settled_against(float(accuracies.mean()), values, looks=len(PROFILE))
+        missed |= (truth_decision != "undecided") & (truth_stop <= stop)
+    return wrong.mean(), missed.mean()
+
+
+def check_profile(runs: int) -> None:
+    wrong, missed = run_profile(runs)
+    # the excess over α that a broken rule would show: 2 points at 2,000 runs is 4 standard errors
+    assert wrong <= ALPHA + 0.01, f"wrong settled verdicts {wrong:.3%} > α"
+    assert missed <= ALPHA + 0.01, f"coverage at the stopping time {1 - missed:.3%} < 1 - α"
+
+
+def check_null_sign(runs: int, rounds: int = 500) -> None:
+    seeds = np.arange(runs, dtype=np.uint64)
+    accuracies = task_accuracies(0.8)
+    ours = simulate_rounds(seeds + np.uint64(11_000_000), 0, accuracies, rounds)
+    theirs = simulate_rounds(seeds + np.uint64(22_000_000), 0, accuracies, rounds)
+    _, decision = first_settled(StopRule("vs", alpha=ALPHA), ours - theirs, per_round=TASKS)
+    sign_errors = (decision != "undecided").mean()
+    assert sign_errors <= ALPHA + 0.01, f"sign settled under a true null in {sign_errors:.3%} of runs"
+
+
+def test_wrong_verdicts_and_coverage_at_stopping_time():
+    check_profile(2_000)
+
+
+def test_sign_error_under_a_true_null():
+    check_null_sign(2_000)
+
+
+def test_width_rule_covers_at_its_stopping_time():
+    runs, accuracies = 200, task_accuracies(0.9)
+    values = simulate_rounds(np.arange(runs, dtype=np.uint64) + np.uint64(33_000_000), 0, accuracies, 200)
+    rule = StopRule("width", alpha=ALPHA, width=0.08)
+    stops, decisions = first_settled(rule, values, per_round=TASKS)
+    covered = []
+    for row, stop in zip(values, stops):
+        lo, hi = interval_path(row[:stop], alpha=ALPHA, per_round=TASKS)
+        covered.append(lo[-1] < accuracies.mean() < hi[-1])
+    assert (decisions == "narrow").all() and np.mean(covered) >= 1 - ALPHA
+
+
+def test_the_simulator_catches_peeking_with_a_fixed_n_interval():
+    """The check has power: a 95% normal interval looked at after every round settles wrongly far above α."""
+    runs, rounds = 2_000, 500
+    accuracies = task_accuracies(THRESHOLD)
+    values = simulate_rounds(np.arange(runs, dtype=np.uint64), 0, accuracies, rounds)
+    n = np.arange(1, rounds + 1)
+    mean = np.cumsum(values, axis=1) / n
+    sd = np.sqrt(np.maximum(mean * (1 - mean), 1e-12) / (n * TASKS))
+    settled = (np.abs(mean - accuracies.mean()) > 1.96 * sd)[:, 10:].any(axis=1)
+    assert settled.mean() > ALPHA + 0.02
+    _, decision = settled_against(float(accuracies.mean()), values, looks=1)
+    assert (decision != "undecided").mean() <= ALPHA
+
+
+@pytest.mark.slow
+def test_guarantees_over_ten_thousand_runs():
+    check_profile(10_000)
+    check_null_sign(10_000)
