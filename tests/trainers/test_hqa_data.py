@@ -259,6 +259,9 @@ def test_short_documents_are_skipped_and_counted_or_refused(tmp_path, smol_token
     m = synthesize(cfg, generator=stub_generator(cfg, smol_tokenizer))
     assert m["drops"]["documents:shorter_than_medium"] == 1 and m["counts"]["documents_usable"] == 2
     docs.write_text(json.dumps({"text": "too short"}) + "\n")
+    with pytest.raises(ConfigError, match="out/? holds a synthesis of another input data; use another out_dir"):
+        synthesize(cfg, generator=stub_generator(cfg, smol_tokenizer))  # the documents changed under a finished out_dir
+    cfg = cfg.model_copy(update={"out_dir": str(tmp_path / "other")})
     with pytest.raises(ConfigError, match="none of the 1 documents has 384 tokens"):
         synthesize(cfg, generator=stub_generator(cfg, smol_tokenizer))
 

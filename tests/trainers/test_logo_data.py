@@ -111,10 +111,14 @@ def test_a_rerun_reuses_the_data_and_the_cached_calls(tmp_path, logo_config):
     again = synthesize(cfg)
     assert again.pop("reused") and again == first and fake().calls == calls  # finished: returned as is, nothing generated
     stricter = LogoDataConfig(**logo_config(tmp_path / "data", threshold=3))
+    with pytest.raises(ConfigError, match="data holds a synthesis of another config; use another out_dir"):
+        synthesize(stricter)  # an out_dir holds one synthesis: another config is refused, never silently rebuilt
+    stricter = LogoDataConfig(**logo_config(tmp_path / "stricter", threshold=3, cache_dir=str(tmp_path / "data")))
     second = synthesize(stricter)
     new = fake().calls - calls
     assert second["config_hash"] != first["config_hash"] and second["calls"]["cached"] > 0
     assert new == second["calls"]["generated"] < 3 * 24  # only prompts never answered before
+    assert not (tmp_path / "stricter" / "generations.jsonl").exists()  # the calls went to the cache_dir given
 
 
 def test_an_interrupted_generation_resumes(tmp_path, logo_config):

@@ -1,4 +1,5 @@
-"""Packing methods in the one ctxbench registry (kind "packing"): name -> (argument model, builder, help).
+"""Packing methods in the one ctxbench registry (kind "packing", and each also a "synthesis" method): name -> (argument
+model, builder, help).
 
 A method module decorates its builder with `register_method(name, Args)`; configs name the method and the
 registry finds it (plugins can add methods the same way).
@@ -30,10 +31,29 @@ class PackingMethod:
 
 def register_method(name: str, args: type[BaseModel]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
-        registry.register("packing", name)(PackingMethod(name, args, fn, (fn.__doc__ or "").strip().split("\n")[0]))
+        spec = PackingMethod(name, args, fn, (fn.__doc__ or "").strip().split("\n")[0])
+        registry.register("packing", name)(spec)
+        _register_synthesis(spec)
         return fn
 
     return deco
+
+
+def _register_synthesis(spec: PackingMethod) -> None:
+    """Every packing method is also a synthesis method (config: SynthesisConfig with `method: <name>`); its steps live
+    in the pipeline, imported on first use."""
+    from ctxbench.trainers.data.pack_config import SynthesisConfig
+    from ctxbench.trainers.data.synthesis import register_synthesis
+
+    def pipeline(step: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            from ctxbench.trainers.data import pipeline as module
+
+            return getattr(module, step)(*args, **kwargs)
+        return call
+
+    register_synthesis(spec.name, SynthesisConfig, identity=pipeline("pack_identity"), load=pipeline("shards_manifest"),
+                       args=spec.args, help=f"packing: {spec.help}")(pipeline("_pack"))
 
 
 def method_names() -> list[str]:

@@ -80,7 +80,7 @@ def _cleanup(out: Path, n: int) -> None:
             f.unlink()
 
 
-def pack_identity(config: SynthesisConfig) -> Identity:
+def pack_identity(config: SynthesisConfig, **_: Any) -> Identity:
     """What the packing depends on, not where it is written: the config with validated method_args, and the corpora."""
     from ctxbench.trainers.data.corpus import corpus_identity
 

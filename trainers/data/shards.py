@@ -34,6 +34,9 @@ class Manifest:
     tokens: int = 0
     stats: dict[str, Any] = field(default_factory=dict)  # e.g. docs per sequence, domains, resume cursor
     complete: bool = False
+    schema: str = ""  # the synthesis envelope (trainers/data/synthesis.py); "" in manifests written before it
+    identity: dict[str, Any] = field(default_factory=dict)
+    drops: dict[str, int] = field(default_factory=dict)
 
     @property
     def data_hash(self) -> str:

@@ -24,10 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ctxbench.harness.core.config import load_config
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_write, atomic_write_json
-from ctxbench.trainers.hqa import prompts
-from ctxbench.trainers.hqa.algorithms import Composition, DocumentQAs, concatenate, diverse_specs, hierarchical_steps
 from ctxbench.trainers.data.generator import VOLATILE_BACKEND_ARGS, GeneratorConfig, method_defaults
 from ctxbench.trainers.data.synthesis import Identity, content_hash, envelope, register_synthesis, remove_unlisted
+from ctxbench.trainers.hqa import prompts
+from ctxbench.trainers.hqa.algorithms import Composition, DocumentQAs, concatenate, diverse_specs, hierarchical_steps
 from ctxbench.trainers.hqa.generate import Generator
 from ctxbench.trainers.hqa.split import DocumentSource, Hierarchy, read_documents, source_identity, split
 
@@ -153,11 +153,19 @@ def _doc_rng(seed: int, doc_id: str, stream: int):
     return np.random.default_rng([seed, stream, int(hashlib.sha256(doc_id.encode()).hexdigest()[:12], 16)])
 
 
-# --- per-document pools -------------------------------------------------------------------------
+# --- per-document pools -------------------------------------------------------------------------------
 def build_pools(docs: list[Hierarchy], gen: Generator, cfg: HQADataConfig) -> list[DocumentQAs | None]:
     """Summaries, hierarchical QAs (Algorithm 1) and diverse pools of each document, batched across documents.
     None for a document whose global summary could not be generated (counted)."""
-    wl = cfg.word_limit
+    medium, glob = _summaries(docs, gen, cfg.word_limit)
+    hier = _hierarchical_qas(docs, gen, cfg, medium, glob)
+    div = _diverse_qas(docs, gen, cfg, glob)
+    return [DocumentQAs(d.doc_id, d.text, glob[i], hier[i], div[i]) if glob[i] is not None else None
+            for i, d in enumerate(docs)]
+
+
+def _summaries(docs: list[Hierarchy], gen: Generator, wl: int) -> tuple[list[list[str | None]], list[str | None]]:
+    """Small chunks, then each medium from its chunks' summaries, then the document from the mediums' (§3.1)."""
     small = gen.summaries([prompts.summary(c, wl) for d in docs for c in d.smalls], "summary_small")
     it = iter(small)
     small_by_doc = [[[next(it) for _ in m] for m in d.mediums] for d in docs]
@@ -171,7 +179,12 @@ def build_pools(docs: list[Hierarchy], gen: Generator, cfg: HQADataConfig) -> li
     for i, s in zip(have, gen.summaries([prompts.summary("\n".join(s for s in medium[i] if s), wl) for i in have],
                                         "summary_global")):
         glob[i] = s
+    return medium, glob
 
+
+def _hierarchical_qas(docs: list[Hierarchy], gen: Generator, cfg: HQADataConfig, medium: list[list[str | None]],
+                      glob: list[str | None]) -> list[list[dict[str, Any]]]:
+    """Algorithm 1, one step of every document per batch (a specific QA sees the questions asked of its chunk)."""
     steps = [hierarchical_steps(d.shape, cfg.hierarchical_per_document, _doc_rng(cfg.seed, d.doc_id, 1)) for d in docs]
     hier: list[list[dict[str, Any]]] = [[] for _ in docs]
     asked: list[dict[tuple[int, int], list[str]]] = [{} for _ in docs]
@@ -200,7 +213,12 @@ def build_pools(docs: list[Hierarchy], gen: Generator, cfg: HQADataConfig) -> li
                 asked[i].setdefault((st.medium, st.small), []).append(qa.question)
             hier[i].append({"id": f"{docs[i].doc_id}/h{t}", "question": qa.question, "answer": qa.answer, "level": st.level,
                             "medium": st.medium, "small": st.small, "move": st.move})
+    return hier
 
+
+def _diverse_qas(docs: list[Hierarchy], gen: Generator, cfg: HQADataConfig,
+                 glob: list[str | None]) -> list[list[dict[str, Any]]]:
+    """The diverse pool: one prompt of App. B per QA, multi-hop over 2-4 small chunks with probability multihop_p."""
     specs = [diverse_specs(len(d.smalls), cfg.diverse_per_document, _doc_rng(cfg.seed, d.doc_id, 2),
                            prompts=list(prompts.DIVERSE), multihop_p=cfg.multihop_p, hops=cfg.multihop_chunks) for d in docs]
     owners, texts = [], []
@@ -218,37 +236,30 @@ def build_pools(docs: list[Hierarchy], gen: Generator, cfg: HQADataConfig) -> li
             sp = specs[i][k]
             div[i].append({"id": f"{docs[i].doc_id}/d{k}", "question": qa.question, "answer": qa.answer, "prompt": sp.prompt,
                            "chunks": list(sp.chunks)})
-    return [DocumentQAs(d.doc_id, d.text, glob[i], hier[i], div[i]) if glob[i] is not None else None
-            for i, d in enumerate(docs)]
+    return div
 
 
 # --- the whole synthesis ------------------------------------------------------------------------
+def hqa_identity(cfg: HQADataConfig, *, data_dir: Path | None = None, **_: Any) -> Identity:
+    """The config (cfg.config_hash()), the documents' files and the generator's fingerprint."""
+    from ctxbench.trainers.data.generator import fingerprint
+
+    return Identity(cfg.config_hash(), content_hash(source_identity(cfg.documents, data_dir or data_dir_default())),
+                    fingerprint(cfg.generator))
+
+
 def synthesize(cfg: HQADataConfig, *, data_dir: Path | None = None, on_calls: Callable[[int], None] | None = None,
                generator: Generator | None = None) -> dict[str, Any]:
-    """Write cfg.out_dir (shards + manifest.json) and return the manifest; a finished identical synthesis is reused.
-    One process writes an out_dir at a time (harness/core/locks.py)."""
-    from ctxbench.harness.core.locks import output_writer
+    """Write cfg.out_dir (shards + manifest.json) and return the manifest; a finished identical synthesis is reused,
+    another one refused (trainers/data/synthesis.py)."""
+    from ctxbench.trainers.data import synthesis
 
-    with output_writer(cfg.out_dir, what=f"out_dir {cfg.out_dir}", fix="wait for it to finish, or give another out_dir"):
-        return _synthesize(cfg, data_dir=data_dir, on_calls=on_calls, generator=generator)
+    return synthesis.synthesize("hqa", cfg, data_dir=data_dir, on_calls=on_calls, generator=generator)
 
 
-def _synthesize(cfg: HQADataConfig, *, data_dir: Path | None, on_calls: Callable[[int], None] | None,
-                generator: Generator | None) -> dict[str, Any]:
-    from ctxbench.harness.core.models import cache_dir, load_tokenizer, tokenizer_fingerprint
-    from ctxbench.trainers.hqa.chat import IGNORE, require_chat_template, tokenize
-
-    out = Path(cfg.out_dir)
-    data_dir = data_dir or data_dir_default()
-    identity = hashlib.sha256(json.dumps([cfg.config_hash(), source_identity(cfg.documents, data_dir)]).encode()).hexdigest()[:16]
-    done = read_manifest(out)
-    if done and done.get("complete") and done.get("data_hash") == identity:
-        return done
-    tok = load_tokenizer(cfg.tokenizer)
-    require_chat_template(tok, "tokenizer", cfg.tokenizer)
-    budget = document_budget(cfg, tok)
+def _hierarchies(cfg: HQADataConfig, tok, budget: int, data_dir: Path | None, drops: Counter) -> tuple[int, list[Hierarchy]]:
+    """The documents read, and those long enough for one medium section, cut into hierarchies."""
     docs = read_documents(cfg.documents, data_dir)
-    drops: Counter = Counter()
     hierarchies = []
     for d in docs:
         h = split(d, tok, small_tokens=cfg.small_tokens, medium_tokens=cfg.medium_tokens, max_tokens=budget)
@@ -259,16 +270,25 @@ def _synthesize(cfg: HQADataConfig, *, data_dir: Path | None, on_calls: Callable
     if not hierarchies:
         raise ConfigError(f"documents: none of the {len(docs)} documents has {cfg.medium_tokens} tokens (one medium section); "
                           "use longer documents or lower medium_tokens")
-    picks = draw_documents(len(hierarchies), cfg.samples, cfg.documents_per_sample, np.random.default_rng([cfg.seed, 3]))
-    used = sorted({i for p in picks for i in p})
+    return len(docs), hierarchies
+
+
+def _generator(cfg: HQADataConfig, generator: Generator | None, on_calls) -> Generator:
+    """The generator client, its context checked against the longest prompt before any call."""
+    from ctxbench.harness.core.models import cache_dir
+
     gen = generator or Generator(cfg.generator, Path(cfg.cache_dir) if cfg.cache_dir else cache_dir("hqa-calls"),
                                  max_retries=cfg.max_retries, on_calls=on_calls)
     longest = max(cfg.multihop_chunks[1] if cfg.multihop_p > 0 else 1, 1)
     gen.check_window(prompts.multihop(["x " * cfg.small_tokens] * longest) if longest > 1 else
                      prompts.qa(prompts.SPECIFIC, "x " * cfg.small_tokens))
-    pools = dict(zip(used, build_pools([hierarchies[i] for i in used], gen, cfg)))
-    drops.update(gen.drops)
-    drops["documents:no_global_summary"] += sum(1 for p in pools.values() if p is None)
+    return gen
+
+
+def _conversations(cfg: HQADataConfig, tok, out: Path, picks: list[list[int]], pools: dict[int, DocumentQAs | None],
+                   drops: Counter) -> tuple[list[dict[str, Any]], Counter, list[int], list[int]]:
+    """Algorithm 2 per sample: its K documents' pools concatenated into one conversation, tokenized and counted."""
+    from ctxbench.trainers.hqa.chat import IGNORE, tokenize
 
     rows, kinds, lengths, answers = [], Counter(), [], []
     for s, pick in enumerate(picks):
@@ -291,32 +311,56 @@ def _synthesize(cfg: HQADataConfig, *, data_dir: Path | None, on_calls: Callable
         answers.append(n_answer)
         rows.append({"conversations": messages, "meta": {"id": f"{out.name}-{s:06d}", "documents": [pools[i].doc_id for i in pick],
                                                           "tokens": len(ids), "answer_tokens": n_answer, "turns": turns}})
-    drops = Counter({k: v for k, v in drops.items() if v})
-    if not rows:
-        raise ConfigError(f"out_dir: no conversation survived ({dict(drops)}); check the generator and target_tokens")
+    return rows, kinds, lengths, answers
 
+
+def _write_shards(out: Path, rows: list[dict[str, Any]], per_shard: int) -> list[str]:
+    """JSON-lines shards of per_shard conversations; shards of an earlier run that are not rewritten go."""
     (out / MANIFEST).unlink(missing_ok=True)
     shards = []
-    for b in range(0, len(rows), cfg.shard_samples):
-        name = f"shard-{b // cfg.shard_samples:05d}.jsonl"
-        atomic_write(out / name, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[b: b + cfg.shard_samples]))
+    for b in range(0, len(rows), per_shard):
+        name = f"shard-{b // per_shard:05d}.jsonl"
+        atomic_write(out / name, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[b: b + per_shard]))
         shards.append(name)
-    for stale in out.glob("shard-*.jsonl"):
-        if stale.name not in shards:
-            stale.unlink()
-    qas = {"hierarchical": sum(len(pools[i].hierarchical) for i in used if pools[i]),
-           "diverse": sum(len(pools[i].diverse) for i in used if pools[i])}
+    remove_unlisted(out, set(shards), ("shard-*.jsonl",))
+    return shards
+
+
+@register_synthesis("hqa", HQADataConfig, identity=hqa_identity)
+def _hqa(cfg: HQADataConfig, ident: Identity, *, data_dir: Path | None = None, on_calls: Callable[[int], None] | None = None,
+         generator: Generator | None = None) -> dict[str, Any]:
+    """hierarchical-QA: long documents summarized and questioned by a generator, then concatenated into conversations."""
+    from ctxbench.harness.core.models import load_tokenizer, tokenizer_fingerprint
+    from ctxbench.trainers.hqa.chat import require_chat_template
+
+    out = Path(cfg.out_dir)
+    tok = load_tokenizer(cfg.tokenizer)
+    require_chat_template(tok, "tokenizer", cfg.tokenizer)
+    budget = document_budget(cfg, tok)
+    drops: Counter = Counter()
+    n_docs, hierarchies = _hierarchies(cfg, tok, budget, data_dir or data_dir_default(), drops)
+    picks = draw_documents(len(hierarchies), cfg.samples, cfg.documents_per_sample, np.random.default_rng([cfg.seed, 3]))
+    used = sorted({i for p in picks for i in p})
+    gen = _generator(cfg, generator, on_calls)
+    pools = dict(zip(used, build_pools([hierarchies[i] for i in used], gen, cfg)))
+    drops.update(gen.drops)
+    drops["documents:no_global_summary"] += sum(1 for p in pools.values() if p is None)
+    rows, kinds, lengths, answers = _conversations(cfg, tok, out, picks, pools, drops)
+    if not rows:
+        raise ConfigError(f"out_dir: no conversation survived ({dict(+drops)}); check the generator and target_tokens")
+    shards = _write_shards(out, rows, cfg.shard_samples)
+    qas = {kind: sum(len(getattr(pools[i], kind)) for i in used if pools[i]) for kind in ("hierarchical", "diverse")}
     manifest = {
-        "kind": "hqa", "schema_version": 1, "complete": True, "config_hash": cfg.config_hash(), "data_hash": identity,
+        **envelope("hqa", ident, complete=True, drops=drops), "config_hash": ident.config, "data_hash": ident.hash,
         "generator_fingerprint": gen.fingerprint, "prompts_hash": prompts.prompts_hash(), "tokenizer": cfg.tokenizer,
         "tokenizer_fingerprint": tokenizer_fingerprint(tok), "shards": shards, "samples": len(rows),
         "document_budget_tokens": budget,
-        "counts": {"documents_read": len(docs), "documents_usable": len(hierarchies), "documents_used": len(used),
+        "counts": {"documents_read": n_docs, "documents_usable": len(hierarchies), "documents_used": len(used),
                    "qas_requested": {"hierarchical": len(used) * cfg.hierarchical_per_document,
                                      "diverse": len(used) * cfg.diverse_per_document},
                    "qas_generated": qas, "turns": dict(sorted(kinds.items())), "generator": gen.totals(),
                    "tokens": {"total": sum(lengths), "answer": sum(answers), "max": max(lengths), "min": min(lengths)}},
-        "drops": dict(sorted(drops.items())), "config": cfg.model_dump(mode="json"),
+        "config": cfg.model_dump(mode="json"),
     }
     atomic_write_json(out / MANIFEST, manifest)
     return manifest

@@ -11,13 +11,14 @@ trained on C' with synthetic position ids (positions.py).
 Output directory: per shard, shard-NNNNN.{input_ids,labels,position_ids}.npy (flat int32, memory-mapped when
 read), shard-NNNNN.offsets.npy (response boundaries; sample s owns responses s·(M+1) .. s·(M+1)+M, the chosen
 first) and shard-NNNNN.jsonl (per-sample meta); manifest.json (written atomically after each shard, which is
-listed only once all its files are in place; `complete` at the end); generations.jsonl (the call cache). A rerun of a finished synthesis with the same inputs returns its manifest; any other rerun
-rebuilds the shards, asking the generator only for prompts it has not answered.
+listed only once all its files are in place; `complete` at the end); generations.jsonl (the generator client's call cache,
+trainers/data/generator.py; in cache_dir if given). A rerun of a finished synthesis with the same inputs returns its
+manifest, one of an unfinished one rebuilds the shards asking the generator only for prompts it has not answered, and
+an out_dir holding other LOGO data is refused (trainers/data/synthesis.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections import Counter
@@ -31,25 +32,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ctxbench.harness.core.errors import ConfigError, CtxbenchError
 from ctxbench.harness.core.io import atomic_write, atomic_write_json
+from ctxbench.trainers.data.generator import GeneratorConfig, method_defaults
+from ctxbench.trainers.data.synthesis import Identity, content_hash, envelope, identity, register_synthesis, remove_unlisted
 from ctxbench.trainers.logo.chunks import SCORERS, Chunk, QASample, chunk_sample, load_samples, make_scorer, score_chunks
-from ctxbench.trainers.logo.generation import PAPER_SAMPLING, CallCache, build_request, call_key, generate_missing
 from ctxbench.trainers.logo.positions import Layout, choose_mode, prefix_positions, response_positions, slack
 
 MANIFEST = "manifest.json"
 FORMAT = "logo-responses/1"
+PAPER_SAMPLING = {"temperature": 0.7, "top_p": 0.95}  # the authors' decoding; backends decode greedily (recorded)
 CONTEXT, QUESTION = "{context}", "{question}"
 PROMPT = ("Answer the question using the passages below. Reply with the answer only.\n\n{context}\n\n"
           "Question: {question}")
 _SENTINEL = "\x00LOGO-CONTEXT\x00"
-
-
-class GeneratorConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    model: str = Field(description="the policy π_θ that answers its own prompts: the trainer's base_model (alias, HF dir, hub id)")
-    backend: str = Field("hf", description="ctxbench backend: hf, vllm, openai, ... (greedy decoding)")
-    backend_args: dict[str, Any] = Field(default_factory=dict, description="backend arguments, e.g. {dtype: float32, threads: 2}")
-    max_new_tokens: int = Field(64, ge=1, description="reply length cap (the authors' code: answers <= 2000 tokens)")
-    template: str = Field("auto", description="prompt template: auto, chat, or a plain template name")
 
 
 class LogoDataConfig(BaseModel):
@@ -80,10 +74,20 @@ class LogoDataConfig(BaseModel):
     prompt: str = Field(PROMPT, description="task text with {context} and {question}")
     answer_prefix: str = Field("Answer:", description="start of the assistant turn, before the reply")
     chunk_separator: str = Field("\n\n", description="text between chunks (attached to the end of each chunk but the last)")
-    generator: GeneratorConfig = Field(description="who writes the replies: the policy model itself")
+    generator: GeneratorConfig = Field(description="who writes the replies: the policy model itself (its model is the "
+                                       "trainer's base_model; defaults here: max_new_tokens 64, template auto)")
     seed: int = Field(0, description="seed for chunk selection and positions")
     out_dir: str = Field("runs/data/logo", description="output directory (shards, manifest, generation cache)")
+    cache_dir: str | None = Field(None, description="where the generator-call cache generations.jsonl lives; default "
+                                  "out_dir (give another synthesis' out_dir to reuse its replies)")
     shard_size: int = Field(256, ge=1, description="samples per shard")
+
+    @field_validator("generator", mode="before")
+    @classmethod
+    def _generator_defaults(cls, v):
+        if isinstance(v, dict) and "answer_prefix" in v:
+            raise ValueError("answer_prefix: LOGO's reply prefix is the top-level answer_prefix")
+        return method_defaults(v, max_new_tokens=64, template="auto")
 
     @field_validator("prompt")
     @classmethod
@@ -117,11 +121,18 @@ def data_file(cfg: LogoDataConfig) -> Path:
     return found[0]
 
 
-def config_hash(cfg: LogoDataConfig, source: Path, fingerprint: str) -> str:
+def logo_identity(cfg: LogoDataConfig, **_: Any) -> Identity:
+    """The config (the generator by its fingerprint), the input file's size and mtime; a missing input file, spaCy
+    model or backend is refused here, before anything is written."""
+    from ctxbench.harness.core import registry
+    from ctxbench.trainers.data.generator import fingerprint
+
+    source = data_file(cfg)
+    make_scorer(cfg.scorer, spacy_model=cfg.spacy_model)
+    registry.get("backend", cfg.generator.backend, field="generator.backend")
     st = source.stat()
-    blob = json.dumps([cfg.model_dump(mode="json", exclude={"out_dir", "data_dir", "data_file", "shard_size"}),
-                       [st.st_size, st.st_mtime_ns], fingerprint], sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    config = cfg.model_dump(mode="json", exclude={"out_dir", "data_dir", "data_file", "shard_size", "cache_dir", "generator"})
+    return identity(config, [st.st_size, st.st_mtime_ns], fingerprint(cfg.generator))
 
 
 @dataclass(eq=False)
@@ -162,36 +173,21 @@ def plan_sample(sample: QASample, chunks: list[Chunk], scores: np.ndarray, cfg: 
 
 
 def synthesize(cfg: LogoDataConfig, *, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Build (or reuse) the LOGO data of `cfg`; returns the manifest. Bad input fails with one line before any work.
-    One process writes an out_dir at a time (harness/core/locks.py)."""
-    from ctxbench.harness.core.locks import output_writer
+    """Build (or reuse) the LOGO data of `cfg`; returns the manifest. Bad input fails with one line before any work;
+    an out_dir holding other LOGO data is refused (trainers/data/synthesis.py)."""
+    from ctxbench.trainers.data import synthesis
 
-    with output_writer(cfg.out_dir, what=f"out_dir {cfg.out_dir}", fix="wait for it to finish, or give another out_dir"):
-        return _synthesize(cfg, progress=progress)
+    return synthesis.synthesize("logo", cfg, progress=progress)
 
 
-def _synthesize(cfg: LogoDataConfig, *, progress: Callable[[int, int], None] | None) -> dict[str, Any]:
-    from ctxbench.harness.core import registry
-    from ctxbench.harness.core.models import load_tokenizer, tokenizer_fingerprint
-    from ctxbench.harness.core.prompting import PromptRenderer
-    from ctxbench.trainers.logo.generation import generator_fingerprint
+def _reused(out_dir: Path) -> dict[str, Any]:
+    return {**read_manifest(out_dir), "reused": True}  # finished with the same inputs: nothing to do
 
-    g = cfg.generator
-    out = Path(cfg.out_dir)
-    source = data_file(cfg)
-    keys = make_scorer(cfg.scorer, spacy_model=cfg.spacy_model)  # a missing spaCy refuses here
-    registry.get("backend", g.backend, field="generator.backend")
-    fingerprint = generator_fingerprint(g.model, g.backend, g.backend_args, g.max_new_tokens)
-    chash = config_hash(cfg, source, fingerprint)
-    done = read_manifest(out)
-    if done and done.get("complete") and done.get("config_hash") == chash:
-        return {**done, "reused": True}  # finished with the same inputs: nothing to do
 
-    tok = load_tokenizer(g.model)
-    renderer = PromptRenderer(tok, g.template)
-    samples = load_samples(cfg.dataset, source, limit=cfg.max_samples)
+def _plans(cfg: LogoDataConfig, tok, renderer, samples: list[QASample], drops: Counter[str]) -> tuple[list[Plan], dict]:
+    """Chunk, score and split every sample; keep the ones that fit the window, with their token pieces."""
+    keys = make_scorer(cfg.scorer, spacy_model=cfg.spacy_model)
     sep_ids = tok(cfg.chunk_separator, add_special_tokens=False)["input_ids"] if cfg.chunk_separator else []
-    drops: Counter[str] = Counter()
     plans: list[Plan] = []
     most_chunks = 0
     for i, s in enumerate(samples):
@@ -211,38 +207,62 @@ def _synthesize(cfg: LogoDataConfig, *, progress: Callable[[int, int], None] | N
     if not plans:
         raise ConfigError(f"nothing left after filtering {len(samples)} samples ({_counts(drops)}); lower threshold or "
                           "num_chunks, or check the scorer")
+    return plans, pieces
 
-    requests, wanted = {}, []
+
+def _ask(cfg: LogoDataConfig, plans: list[Plan], client, progress) -> list[list[str]]:
+    """Every reply of every plan (the chosen one's chunks first) through the generator client; their call keys."""
+    calls: dict[str, tuple[str, str]] = {}
+    wanted = []
     for p in plans:
         ks = []
-        for j, chunk_ids in enumerate(p.prompts):
+        for chunk_ids in p.prompts:
             text = cfg.prompt.replace(CONTEXT, cfg.chunk_separator.join(p.chunks[c].text for c in chunk_ids))
-            req = build_request(renderer, f"{p.sample.id}/{j}", text.replace(QUESTION, p.sample.question),
-                                cfg.answer_prefix, g.max_new_tokens)
-            ks.append(call_key(fingerprint, req.prompt))
-            requests.setdefault(ks[-1], req)
+            text = text.replace(QUESTION, p.sample.question)
+            ks.append(client.key(text, cfg.answer_prefix))
+            calls.setdefault(ks[-1], (text, cfg.answer_prefix))
         wanted.append(ks)
-    cache = CallCache(out / "generations.jsonl")
-    calls = generate_missing(requests, cache, lambda: registry.get("backend", g.backend)(model=g.model, **g.backend_args),
-                             progress=progress)
+    client.ensure(calls, progress)
+    return wanted
 
-    for old in list(out.glob("shard-*.npy")) + list(out.glob("shard-*.jsonl")):
-        old.unlink()
-    manifest = {
-        "format": FORMAT, "config_hash": chash, "config": cfg.model_dump(mode="json"), "source": str(source),
-        "tokenizer": g.model, "tokenizer_fingerprint": tokenizer_fingerprint(tok),
-        "generator": {"model": g.model, "backend": g.backend, "backend_args": g.backend_args, "fingerprint": fingerprint,
+
+def _manifest(cfg: LogoDataConfig, ident: Identity, source: Path, tok, client, n_input: int) -> dict[str, Any]:
+    from ctxbench.harness.core.models import tokenizer_fingerprint
+
+    g = cfg.generator
+    return {
+        **envelope("logo", ident), "format": FORMAT, "config_hash": ident.hash, "config": cfg.model_dump(mode="json"),
+        "source": str(source), "tokenizer": g.model, "tokenizer_fingerprint": tokenizer_fingerprint(tok),
+        "generator": {"model": g.model, "backend": g.backend, "backend_args": g.backend_args, "fingerprint": client.fingerprint,
                       "max_new_tokens": g.max_new_tokens, "decoding": "greedy", "paper_sampling": PAPER_SAMPLING,
                       "deviation": "backends decode greedily; the authors sample with temperature 0.7, top-p 0.95"},
         "scorer": cfg.scorer, "threshold": cfg.threshold, "num_chunks": cfg.num_chunks, "num_rejected": cfg.num_rejected,
         "target_window": cfg.target_window, "chunk_tokens": cfg.chunk_tokens, "sparse_fraction": cfg.sparse_fraction,
-        "responses_per_sample": cfg.num_rejected + 1, "input_samples": len(samples), "samples": 0, "real_tokens": 0,
-        "max_real_length": 0, "modes": {"continuous": 0, "sparse": 0}, "calls": calls, "shards": [], "shard_samples": [],
-        "complete": False,
+        "responses_per_sample": cfg.num_rejected + 1, "input_samples": n_input, "samples": 0, "real_tokens": 0,
+        "max_real_length": 0, "modes": {"continuous": 0, "sparse": 0}, "calls": dict(client.counts), "shards": [],
+        "shard_samples": [],
     }
+
+
+@register_synthesis("logo", LogoDataConfig, identity=logo_identity, load=_reused)
+def _logo(cfg: LogoDataConfig, ident: Identity, *, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """LOGO: the policy answers from relevant, irrelevant and mixed chunks; chosen + M rejected replies, synthetic positions."""
+    from ctxbench.harness.core.models import load_tokenizer
+    from ctxbench.trainers.data.generator import GeneratorClient
+
+    out = Path(cfg.out_dir)
+    source = data_file(cfg)
+    tok = load_tokenizer(cfg.generator.model)
+    client = GeneratorClient(cfg.generator, cache_file=Path(cfg.cache_dir or out) / "generations.jsonl", tokenizer=tok)
+    samples = load_samples(cfg.dataset, source, limit=cfg.max_samples)
+    drops: Counter[str] = Counter()
+    plans, pieces = _plans(cfg, tok, client.renderer, samples, drops)
+    wanted = _ask(cfg, plans, client, progress)
+    remove_unlisted(out, set(), ("shard-*.npy", "shard-*.jsonl"))
+    manifest = _manifest(cfg, ident, source, tok, client, len(samples))
     buffer: list[tuple[list[np.ndarray], dict[str, Any]]] = []
     for i, (p, ks) in enumerate(zip(plans, wanted)):
-        built = _build(p, pieces[id(p)], [cache.rows.get(k) for k in ks], cfg, tok, np.random.default_rng([cfg.seed, i, 1]))
+        built = _build(p, pieces[id(p)], [client.reply(k) for k in ks], cfg, tok, np.random.default_rng([cfg.seed, i, 1]))
         if isinstance(built, str):
             drops[built] += 1
             continue
@@ -250,14 +270,15 @@ def _synthesize(cfg: LogoDataConfig, *, progress: Callable[[int, int], None] | N
         if len(buffer) >= cfg.shard_size:
             _flush(out, manifest, buffer, drops)
     _flush(out, manifest, buffer, drops)
+    calls = manifest["calls"]
     if calls["failed"]:  # stays incomplete: the next run asks again for exactly the failed replies
-        raise CtxbenchError(f"generator: {calls['failed']} of {len(requests)} calls failed ({calls['first_error']}); "
+        raise CtxbenchError(f"generator: {calls['failed']} of {sum(map(len, wanted))} calls failed ({calls['first_error']}); "
                             "rerun the same command to retry them")
     if not manifest["samples"]:
         raise ConfigError(f"nothing left after filtering {len(samples)} samples ({_counts(drops)}); the generator's replies "
                           "were empty or equal; raise generator.max_new_tokens or check the generator")
     manifest["complete"] = True
-    manifest["data_hash"] = hashlib.sha256(json.dumps([chash, manifest["shards"], manifest["real_tokens"]]).encode()).hexdigest()[:16]
+    manifest["data_hash"] = content_hash([ident.hash, manifest["shards"], manifest["real_tokens"]])
     atomic_write_json(out / MANIFEST, manifest)
     return manifest
 
@@ -351,5 +372,5 @@ def _flush(out: Path, manifest: dict[str, Any], buffer: list, drops: Counter[str
         for _, m in buffer:
             manifest["modes"][m["mode"]] += 1
         buffer.clear()
-    manifest["drops"] = dict(drops)
+    manifest["drops"] = dict(sorted((k, v) for k, v in drops.items() if v))
     atomic_write_json(out / MANIFEST, manifest)

@@ -1,0 +1,170 @@
+"""The one generator client of data synthesis: a ctxbench backend plus a prompt renderer behind one call cache.
+
+Every model-written piece of training data (hierarchical-QA summaries and QAs, LOGO's self-generated replies)
+goes through `GeneratorClient`. Its replies are cached in an append-only JSON-lines file, keyed by
+(fingerprint, task text, answer prefix): a rerun after a kill asks only for what was never answered, and a fully
+cached rerun loads no model. One fingerprint rule decides when cached replies are stale: whatever can change a
+reply invalidates (the weights, or the served model's name; the backend; backend arguments that shape the output;
+the reply budget; the prompt template), whatever cannot does not (batch size, threads, device, concurrency,
+timeouts, API keys, memory settings). Backends decode greedily.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.io import append_jsonl, cut_torn_tail, read_jsonl
+from ctxbench.harness.core.types import Request
+
+VOLATILE_BACKEND_ARGS = frozenset({"batch_size", "threads", "device", "max_concurrency", "timeout", "api_key",
+                                   "gpu_memory_utilization"})
+
+
+class GeneratorConfig(BaseModel):
+    """The model that writes synthetic data (the `generator:` block of hqa and logo data configs)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    model: str = Field(description="alias, HF dir, hub id or served model name, e.g. smollm2-135m or Qwen/Qwen2-72B-Instruct")
+    backend: str = Field("hf", description="ctxbench backend: hf (CPU/GPU), vllm (at scale) or openai (a served endpoint)")
+    backend_args: dict[str, Any] = Field(default_factory=dict, description="backend arguments, e.g. {dtype: float32, "
+                                         "threads: 1} or {tensor_parallel_size: 4}")
+    max_new_tokens: int = Field(512, ge=1, description="reply length cap per call (logo's default: 64)")
+    template: str = Field("chat", description="prompt template: chat, auto, or a plain template name (logo's default: auto)")
+    answer_prefix: str = Field("", description="hqa: start of every QA reply, prefilled in the assistant turn (e.g. "
+                               "'{\"question\": \"' steers a small model into JSON); the paper uses none")
+    batch_size: int | None = Field(None, ge=1, description="prompts per backend call (then cached together); default: "
+                                   "hqa 32, logo the backend's own batch size")
+
+
+def method_defaults(raw: Any, **defaults: Any) -> Any:
+    """A data method's own defaults for the generator keys its users leave out (a before-validator helper)."""
+    return {**defaults, **raw} if isinstance(raw, dict) else raw
+
+
+def fingerprint(config: GeneratorConfig) -> str:
+    """The one rule: what can change a reply is in it, what cannot (VOLATILE_BACKEND_ARGS, batch_size) is not."""
+    from ctxbench.harness.core.models import weights_fingerprint
+
+    try:
+        weights = weights_fingerprint(config.model)
+    except ConfigError:  # a served model name that is not a local path or alias
+        weights = f"name:{config.model}"
+    args = {k: v for k, v in config.backend_args.items() if k not in VOLATILE_BACKEND_ARGS}
+    blob = json.dumps({"backend": config.backend, "weights": weights, "args": args, "template": config.template,
+                       "max_new_tokens": config.max_new_tokens, "decoding": "greedy"}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def make_request(renderer, sample_id: str, text: str, answer_prefix: str, max_new_tokens: int) -> Request:
+    """The one place a synthesis prompt becomes a backend Request (rendered with the generator's template)."""
+    r = renderer.render(text, answer_prefix)
+    return Request(sample_id, r.text, max_new_tokens, r.add_special_tokens, renderer.count(r), r.user, r.prefix)
+
+
+class CallCache:
+    """Replies by call key, read once from an append-only JSON-lines file (a torn last line is cut), appended per batch."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.rows: dict[str, dict[str, Any]] = {}
+        if self.path.exists():
+            cut_torn_tail(self.path)
+            self.rows = {r["key"]: r for r in read_jsonl(self.path, require=("key", "text"))}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.rows
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        append_jsonl(self.path, rows)
+        self.rows.update((r["key"], r) for r in rows)
+
+
+class GeneratorClient:
+    """Cached, batched calls to a ctxbench backend, built on the first cache miss. `used` holds every distinct call
+    asked for (cached or made), so totals do not depend on interruptions; `counts` are this process's outcomes."""
+
+    def __init__(self, config: GeneratorConfig, *, cache_dir: Path | None = None, cache_file: Path | None = None,
+                 tokenizer=None, on_calls: Callable[[int], None] | None = None):
+        self.config = config
+        self.fingerprint = fingerprint(config)
+        self.cache = CallCache(cache_file or Path(cache_dir) / f"{self.fingerprint}.jsonl")  # one file per fingerprint
+        self.on_calls = on_calls
+        self._tokenizer = tokenizer  # renders prompts; default: the backend's own tokenizer
+        self._backend = None
+        self._renderer = None
+        self.used: set[str] = set()
+        self.counts: dict[str, Any] = {"cached": 0, "generated": 0, "failed": 0, "truncated": 0}
+
+    def backend(self):
+        if self._backend is None:
+            from ctxbench.harness.core import registry
+
+            factory = registry.get("backend", self.config.backend, field="generator.backend")
+            self._backend = factory(model=self.config.model, **self.config.backend_args)
+        return self._backend
+
+    @property
+    def renderer(self):
+        if self._renderer is None:
+            from ctxbench.harness.core.prompting import PromptRenderer
+
+            tok = self._tokenizer if self._tokenizer is not None else self.backend().tokenizer
+            self._renderer = PromptRenderer(tok, self.config.template)
+        return self._renderer
+
+    def key(self, text: str, prefix: str = "") -> str:
+        return hashlib.sha256(json.dumps([self.fingerprint, text, prefix]).encode()).hexdigest()[:32]
+
+    def reply(self, key: str) -> dict[str, Any] | None:
+        return self.cache.rows.get(key)
+
+    def totals(self) -> dict[str, int]:
+        rows = [self.cache.rows[k] for k in self.used if k in self.cache.rows]
+        return {"calls": len(rows), "prompt_tokens": sum(int(r.get("prompt_tokens", 0)) for r in rows),
+                "generated_tokens": sum(int(r.get("generated_tokens", 0)) for r in rows)}
+
+    def ensure(self, calls: dict[str, tuple[str, str]], progress: Callable[[int, int], None] | None = None) -> None:
+        """Answer every call (key -> (task text, answer prefix)) not cached yet, one batch at a time, each batch cached
+        at once. A backend error is not cached: it is counted (the first message kept) and asked again next run."""
+        self.used.update(calls)
+        todo = [k for k in calls if k not in self.cache]
+        self.counts["cached"] += len(calls) - len(todo)
+        backend = self.backend() if todo else None  # first: a bad backend argument fails before any progress is shown
+        if progress:
+            progress(len(calls) - len(todo), len(calls))
+        step = self.config.batch_size or int(getattr(backend, "batch_size", 8) or 8)
+        for i in range(0, len(todo), step):
+            keys = todo[i:i + step]
+            self._answer(backend, keys, calls)
+            if self.on_calls:
+                self.on_calls(len(keys))
+            if progress:
+                progress(len(calls) - len(todo) + i + len(keys), len(calls))
+
+    def _answer(self, backend, keys: list[str], calls: dict[str, tuple[str, str]]) -> None:
+        budget = self.config.max_new_tokens
+        preds = backend.generate([make_request(self.renderer, k, *calls[k], budget) for k in keys])
+        rows = []
+        for k, p in zip(keys, preds):
+            if p.error:
+                self.counts["failed"] += 1
+                self.counts.setdefault("first_error", p.error)
+                continue
+            rows.append({"key": k, "text": p.text, "prompt_tokens": p.prompt_tokens, "generated_tokens": p.generated_tokens,
+                         "finished": p.generated_tokens < budget, "truncated_tokens": p.truncated_tokens})
+            self.counts["truncated"] += int(bool(p.truncated_tokens))
+        self.cache.add(rows)
+        self.counts["generated"] += len(rows)
+
+    def complete(self, texts: Sequence[str], prefix: str = "") -> list[str]:
+        """Replies (prefix + generated text) to task texts; identical texts are asked once; a failed call reads ''."""
+        keys = [self.key(t, prefix) for t in texts]
+        self.ensure(dict(zip(keys, ((t, prefix) for t in texts))))
+        return [prefix + self.cache.rows[k]["text"] if k in self.cache.rows else "" for k in keys]
