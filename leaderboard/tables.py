@@ -252,22 +252,6 @@ def comparison_display(comp: PairedComparison) -> Table:
                  caption=f"{comp.model_a} − {comp.model_b}")
 
 
-def comparison_text(comp: Mapping[str, object]) -> str:
-    """One line for a comparison record of results.json (percent scale): the difference, its test and the verdict."""
-    return (f"{float(comp['overall']):+.1f} (p = {p_text(comp['p_value'])}, {comp['n_pairs']} pairs, "
-            f"{comp['n_discordant']} discordant)")
-
-
-def ci_text(record: Mapping[str, object]) -> str:
-    """`mean [lo, hi]` of a results.json record (percent scale), or the reason it has no interval."""
-    mean, lo, hi = record.get("mean"), record.get("lo"), record.get("hi")
-    if mean is None:
-        return DASH
-    if lo is None or hi is None:
-        return f"{float(mean):.1f} ({record.get('method') or 'no interval'})"
-    return f"{float(mean):.1f} [{float(lo):.1f}, {float(hi):.1f}]"
-
-
 EXAMPLE_FIELDS = ("model", "task", "length", "index", "score", "prediction", "reference")
 
 

@@ -26,7 +26,8 @@ ESSAYS_API = "https://api.github.com/repos/gkamradt/LLMTest_NeedleInAHaystack/co
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
 
 
-def _download(url: str, dest: Path) -> Path:
+def download_once(url: str, dest: Path) -> Path:
+    """`url` into `dest` (written whole or not at all); offline is one line naming the local alternative."""
     try:
         with urllib.request.urlopen(url, timeout=60) as r:
             data = r.read()
@@ -46,10 +47,10 @@ def essays_path(path: str | None, data_dir: Path | None) -> Path:
         return data_dir / "pg_essays"
     target = cache_dir("data", "pg_essays")
     if not any(target.glob("*.txt")):
-        listing = json.loads(_download(ESSAYS_API, cache_dir("data") / "pg_essays.listing.json").read_text())
+        listing = json.loads(download_once(ESSAYS_API, cache_dir("data") / "pg_essays.listing.json").read_text())
         for item in listing:
             if item["name"].endswith(".txt"):
-                _download(item["download_url"], target / item["name"])
+                download_once(item["download_url"], target / item["name"])
     return target
 
 

@@ -24,7 +24,7 @@ from ctxbench.harness.core.types import Sample
 from ctxbench.tasks.base import Task, TaskArgs
 from ctxbench.tasks.infinitebench import SPEC, TEMPLATES
 from ctxbench.tasks.infinitebench_metrics import get_score_one
-from ctxbench.tasks.kv import _uuid
+from ctxbench.tasks.kv import random_uuid
 from ctxbench.tasks.realdata import split_template
 
 NOISE_LINE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.\n"
@@ -127,9 +127,9 @@ class InfiniteSynth(Task):
     def _kv(self, ctx: GenContext, rng: random.Random, frac: float, budget: int, length: int):
         probe = random.Random(0)  # fixed, so the sample's own rng is untouched
         per_pair = ctx.cached(("ib-kv-pair-cost",), lambda: float(np.mean(ctx.piece_counts(
-            [_kv_piece(_uuid(probe), _uuid(probe)) for _ in range(64)]))))
+            [_kv_piece(random_uuid(probe), random_uuid(probe)) for _ in range(64)]))))
         cap = self.args.num_pairs or int(budget / per_pair * 1.2) + 8
-        pairs = [(_uuid(rng), _uuid(rng)) for _ in range(cap)]
+        pairs = [(random_uuid(rng), random_uuid(rng)) for _ in range(cap)]
         cum = np.concatenate([[0], np.cumsum(ctx.piece_counts([_kv_piece(k, v) for k, v in pairs]))])
         gold_key, gold_value = pairs[0]
         head, tail = split_template(TEMPLATES["kv_retrieval"], input=KV_QUESTION.format(key=gold_key))

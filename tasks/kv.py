@@ -18,7 +18,7 @@ from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.fitting import fit_units
 from ctxbench.harness.core.registry import register
 from ctxbench.tasks.base import Task, TaskArgs, check_points, points
-from ctxbench.tasks.ruler.niah import _random_value
+from ctxbench.tasks.ruler.niah import random_value
 
 TEMPLATE = 'Extract the value corresponding to the specified key in the JSON object below.\n\nJSON data:\n{context}\n\nKey: "{key}"\nCorresponding value:'
 
@@ -40,8 +40,8 @@ class KVArgs(TaskArgs):
         return points(self.positions, top=1)
 
 
-def _uuid(rng) -> str:
-    return _random_value("uuids", rng, {})
+def random_uuid(rng) -> str:
+    return random_value("uuids", rng, {})
 
 
 def _piece(key: str, value: str) -> str:
@@ -71,9 +71,9 @@ class KVRetrieval(Task):
         budget = length - a.tokens_to_generate
         probe = random.Random(0)  # a fixed probe, so the sample's own rng is untouched
         per_pair = ctx.cached(("kv-pair-cost",), lambda: float(np.mean(ctx.piece_counts(
-            [_piece(_uuid(probe), _uuid(probe)) for _ in range(64)]))))
+            [_piece(random_uuid(probe), random_uuid(probe)) for _ in range(64)]))))
         cap = a.num_pairs or int(budget / per_pair * 1.2) + 8
-        pairs = [(_uuid(rng), _uuid(rng)) for _ in range(cap)]
+        pairs = [(random_uuid(rng), random_uuid(rng)) for _ in range(cap)]
         costs = ctx.piece_counts([_piece(k, v) for k, v in pairs])
         cum = np.concatenate([[0], np.cumsum(costs)])
         gold_key, gold_value = pairs[0]

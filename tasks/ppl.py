@@ -275,7 +275,7 @@ def _records(path: Path, text_field: str, id_field: str) -> Iterator[tuple[str, 
 
 def _hub(a: PplArgs) -> Iterator[tuple[str, str]]:
     """A hub corpus, streamed (PG-19 books are long: nothing is downloaded beyond what is read)."""
-    from ctxbench.tasks.realdata import _check_online
+    from ctxbench.tasks.realdata import check_online
 
     repo, name, split, field = HUB[a.source]
     hint = f"or pass path= a local .jsonl/.parquet copy with a {field!r} field"
@@ -283,7 +283,7 @@ def _hub(a: PplArgs) -> Iterator[tuple[str, str]]:
         import datasets
     except ImportError:
         raise ConfigError(f"source {a.source}: reading the hub needs `pip install datasets`; {hint}") from None
-    _check_online(f"source {a.source}", hint)
+    check_online(f"source {a.source}", hint)
     ds = datasets.load_dataset(repo, name, split=split, streaming=True)
     for i, rec in enumerate(ds):
         yield str(rec.get(a.id_field) or f"{a.source}:{i}"), str(rec.get(field) or "")

@@ -113,7 +113,8 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
-def _check_online(what: str, hint: str) -> None:
+def check_online(what: str, hint: str) -> None:
+    """Refuse in one line, before a download is tried, when the hub cannot be reached."""
     if not hub_reachable():
         raise OfflineError(f"{what}: the Hugging Face hub is unreachable; {hint} (or set HF_HUB_OFFLINE=1 to use a copy in the HF cache)")
 
@@ -124,7 +125,7 @@ def hub_dataset(repo: str, *, name: str | None = None, split: str, what: str, hi
         import datasets
     except ImportError:
         raise ConfigError(f"{what}: loading from the hub needs `pip install datasets`; or {hint}") from None
-    _check_online(what, hint)
+    check_online(what, hint)
     try:
         ds = datasets.load_dataset(repo, name, split=split) if name else datasets.load_dataset(repo, split=split)
     except Exception as e:  # noqa: BLE001 - offline, missing config, script datasets: all end the same way for the user
@@ -140,7 +141,7 @@ def hub_file(repo: str, filename: str, *, what: str, hint: str, revision: str | 
         from huggingface_hub import hf_hub_download
     except ImportError:
         raise ConfigError(f"{what}: downloading needs `pip install huggingface_hub`; or {hint}") from None
-    _check_online(what, hint)
+    check_online(what, hint)
     try:
         return Path(hf_hub_download(repo, filename, repo_type="dataset", revision=revision))
     except Exception as e:  # noqa: BLE001

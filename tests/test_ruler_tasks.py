@@ -373,11 +373,11 @@ def _unit_slack(name: str, s, tok, data_dir) -> float:
     if name in ("niah_single_1", "vt"):
         return ntok(tok, "\n" + NOISE)
     if name in ("niah_multikey_2", "niah_multikey_3"):  # needle lines: the costliest of many random ones
-        from ctxbench.tasks.ruler.niah import NEEDLE, _random_value
+        from ctxbench.tasks.ruler.niah import NEEDLE, random_value
 
         a = task(name).args
         r, w = random.Random(0), wonderwords_lists()
-        lines = ["\n" + NEEDLE.format(type_v=a.value_type, key=_random_value(a.key_type, r, w), value=_random_value(a.value_type, r, w)) for _ in range(500)]
+        lines = ["\n" + NEEDLE.format(type_v=a.value_type, key=random_value(a.key_type, r, w), value=random_value(a.value_type, r, w)) for _ in range(500)]
         return max(len(x) for x in tok(lines, add_special_tokens=False)["input_ids"]) + 2
     if name == "cwe":  # freq_ucw more entries
         entries = re.findall(r"(?:^| )\d+\. [^\d\n]+?(?= \d+\. |\n)", text.split(CWE_TASK)[-1])

@@ -90,9 +90,6 @@ class RunStore:
                 atomic_write_json(self.record_path, rec)
                 return
 
-    def write_record(self, record: RunRecord) -> None:
-        atomic_write_json(self.record_path, dataclasses.asdict(record))
-
     def read_record(self) -> dict[str, Any]:
         try:
             rec = json.loads(self.record_path.read_text(encoding="utf-8"))

@@ -56,7 +56,8 @@ class NiahArgs(TaskArgs):
         return self
 
 
-def _random_value(kind: str, rng, words: dict[str, list[str]]) -> str:
+def random_value(kind: str, rng, words: dict[str, list[str]]) -> str:
+    """A RULER key or value of `kind` (numbers, uuids, words), drawn from `rng`: shared by NIAH and KV retrieval."""
     if kind == "numbers":
         return str(rng.randint(10**6, 10**7 - 1))
     if kind == "uuids":
@@ -97,10 +98,10 @@ class Niah(Task):
         num_keys = max(a.num_keys, a.num_queries)
         keys: list[str] = []
         while len(keys) < num_keys:
-            k = _random_value(a.key_type, rng, words)
+            k = random_value(a.key_type, rng, words)
             if k not in keys:
                 keys.append(k)
-        values = [[_random_value(a.value_type, rng, words) for _ in range(a.num_values)] for _ in keys]
+        values = [[random_value(a.value_type, rng, words) for _ in range(a.num_values)] for _ in keys]
         needles = [a.needle.format(type_v=a.value_type, key=k, value=v) for k, vs in zip(keys, values) for v in vs]
         rng.shuffle(needles)
         queried = rng.sample(range(num_keys), a.num_queries)

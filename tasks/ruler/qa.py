@@ -25,7 +25,7 @@ from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.fitting import fit_units
 from ctxbench.harness.core.io import cached_npy
 from ctxbench.tasks.base import Task, TaskArgs, rendered_edges, sample_seed
-from ctxbench.tasks.haystacks import _download, sequence_cum
+from ctxbench.tasks.haystacks import download_once, sequence_cum
 
 TEMPLATE = (
     "Answer the question based on the given documents. Only give me the answer and do not output any other words.\n\n"
@@ -92,7 +92,7 @@ def read_squad(path: Path) -> QaData:
     return QaData(docs, questions)
 
 
-def _pairs(context) -> list[tuple[str, list[str]]]:
+def title_sentence_pairs(context) -> list[tuple[str, list[str]]]:
     """(title, sentences) pairs from the official format ([[title, sentences]]) or the HF datasets one ({title: [], sentences: []})."""
     if isinstance(context, dict):
         return list(zip(context["title"], context["sentences"]))
@@ -108,11 +108,11 @@ def _supporting_titles(facts) -> set[str]:
 def read_hotpotqa(path: Path) -> QaData:
     data = json.loads(path.read_text(encoding="utf-8"))
     text = lambda t, s: f"{t}\n{''.join(s)}"  # noqa: E731
-    docs = sorted({text(t, s) for d in data for t, s in _pairs(d["context"])})
+    docs = sorted({text(t, s) for d in data for t, s in title_sentence_pairs(d["context"])})
     idx = {d: i for i, d in enumerate(docs)}
     questions = []
     for d in data:
-        pairs = _pairs(d["context"])
+        pairs = title_sentence_pairs(d["context"])
         own = list(dict.fromkeys(idx[text(t, s)] for t, s in pairs))
         support = _supporting_titles(d.get("supporting_facts"))
         # the supporting paragraphs are the gold; the question's other paragraphs come next, as in the reference
@@ -307,7 +307,7 @@ class QA(Task):
 
         url, name = URLS[a.dataset]
         target = cache_dir("data") / name
-        return target if target.is_file() else _download(url, target)
+        return target if target.is_file() else download_once(url, target)
 
     @staticmethod
     def _doc_costs(ctx: GenContext, data: QaData, path: Path) -> np.ndarray:

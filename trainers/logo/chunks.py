@@ -71,12 +71,12 @@ def load_samples(fmt: str, path: Path, *, limit: int | None = None) -> list[QASa
 
 
 def _hotpot_sample(d: dict[str, Any], i: int) -> QASample:
-    from ctxbench.tasks.ruler.qa import _pairs
+    from ctxbench.tasks.ruler.qa import title_sentence_pairs
 
     facts = d.get("supporting_facts") or []
     facts = set(zip(facts["title"], facts["sent_id"])) if isinstance(facts, dict) else {tuple(f) for f in facts}
     text, evidence = "", []
-    for p, (title, sentences) in enumerate(_pairs(d["context"])):
+    for p, (title, sentences) in enumerate(title_sentence_pairs(d["context"])):
         text += ("\n\n" if p else "") + title + "\n"
         for s, sentence in enumerate(sentences):
             if (title, s) in facts:
