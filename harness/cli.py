@@ -89,6 +89,14 @@ def score(
                                  "thinking switch); see docs/thinking.md"),
     max_thinking_tokens: Optional[int] = typer.Option(None, "--max-thinking-tokens", help="thinking budget on top of "
                                                       "each task's answer budget (default 4096 with --thinking on)"),
+    until: Optional[str] = typer.Option(None, help="sequential scoring: stop each length once its answer is known: "
+                                        "effective-length (settled above or below --threshold) or width=W (interval "
+                                        "narrower than W points); rerun without it to extend to N (docs/sequential.md)"),
+    alpha: Optional[float] = typer.Option(None, help="error rate of a settled sequential verdict (default 0.05)"),
+    threshold: Optional[float] = typer.Option(None, help="--until effective-length: the score to settle each length "
+                                              "above or below (default 85.6, RULER's)"),
+    vs: Optional[Path] = typer.Option(None, help="sequential scoring against an earlier run directory: stop each length "
+                                      "once the sign of the paired difference is settled"),
 ):
     """Score a model on a suite; rerunning the same command resumes."""
     from ctxbench.harness.runner import RunInterrupted, RunPlan, run
@@ -102,6 +110,9 @@ def score(
     if template is not None:
         check_template_name(template, field="--template")
     writable_dir(choice.store, "--output_path" if output_path else "--store")
+    from ctxbench.harness.adaptive import parse_until
+
+    sequential = parse_until(until, alpha=alpha, threshold=threshold, vs=vs, shard=_shard(shard), repeats=repeats)
     s = _suite(suite, tasks, num_fewshot, lengths=_ints(lengths, "--lengths"), samples=samples, template=template,
                truncation=truncation, seed=seed)
     args = _backend_args(choice, backend_arg, dtype=dtype, batch_size=batch_size, device=device, threads=threads)
@@ -112,7 +123,8 @@ def score(
         args["rope_scaling"] = rope_scaling
     log_samples_note(log_samples)
     model, store_dir = choice.model, choice.store
-    plan = RunPlan(s, model, choice.backend, args, store_dir, _data_dir(data_dir), label or "", _shard(shard), generation)
+    plan = RunPlan(s, model, choice.backend, args, store_dir, _data_dir(data_dir), label or "", _shard(shard), generation,
+                   sequential)
     try:
         outcome = run(plan, fresh=fresh, console=err)
     except RunInterrupted as e:
@@ -126,6 +138,8 @@ def score(
 
     name = f"{label or model} [{mode}]" if mode else label or model
     out.print(table(outcome.store, title=escape(f"{name} on {s.name} (score ×100)"), width=out.width), soft_wrap=False)
+    if sequential is not None:
+        _sequential_summary(outcome.store.dir)
     out.print(f"results: {outcome.store.dir}", highlight=False)
     if outcome.unfinished:
         err.print(f"{outcome.unfinished} samples never closed their reasoning (thinking_unfinished): each counts 0, "
@@ -135,6 +149,21 @@ def score(
         err.print(f"{outcome.failed} samples failed ({reasons}); rerun the same command to retry them", highlight=False)
         raise typer.Exit(EXIT_FAILED)
     out.print(f"next: ctxbench board build --store {store_dir}", highlight=False)
+
+
+def _sequential_summary(run_dir: Path) -> None:
+    """After a run scored with --until: each length's verdict in words, and how to extend the prefix to N."""
+    from ctxbench.harness.adaptive import read_state, summary_lines
+
+    state = read_state(run_dir)
+    if not state:
+        return
+    rule = state.get("rule") or {}
+    flag = f"--vs {Path(str(rule['vs'])).name}" if rule.get("vs") else f"--until {rule.get('until')}"
+    out.print(f"sequential ({flag}, alpha {rule.get('alpha')}: {state.get('target')}):", highlight=False)
+    for line in summary_lines(state):
+        out.print(f"  {line}", highlight=False)
+    out.print("  a stopped length is a prefix of the suite's N; rerun without --until to extend it", highlight=False)
 
 
 def _suite(name: Optional[str], tasks: Optional[str], num_fewshot: Optional[int], **overrides):

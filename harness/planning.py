@@ -45,6 +45,7 @@ class RunPlan:
     label: str = ""  # display name on leaderboards (default: the model)
     shard: tuple[int, int] = (0, 1)  # (i, n): this process scores the i-th of n disjoint parts of the suite
     generation: Generation = Generation()  # the protocol: thinking, system turn, sampling, repeats
+    until: Any = None  # a sequential run's stopping rule (harness/adaptive.Until): execution, not identity
 
     def resolved(self, thinking: str) -> RunPlan:
         """The plan with its thinking mode resolved (auto: on where the chat template has a switch)."""

@@ -37,6 +37,7 @@ from rich.console import Console
 
 from ctxbench.harness.core import datasets
 from ctxbench.harness.core.config import Suite
+from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.metrics import is_empty
 from ctxbench.harness.core.progress import progress
 from ctxbench.harness.core.provenance import versions
@@ -143,6 +144,8 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
         console.print(f"{ready.store.dir.name}: all {ready.planned} samples are scored already; the table is from the store",
                       highlight=False, style="dim")
         return RunOutcome(ready.store, planned=ready.planned, done=ready.planned)
+    if plan.until is not None and _sequential_done(ready, console):
+        return RunOutcome(ready.store, planned=ready.planned, done=len(ready.done))
     backend = ready.model.build() if backend is None else backend
     check_lengths(ready.cells, backend, plan.suite.truncation,  # a built backend may state a shorter context
                   thinking=plan.generation.thinking_budget)
@@ -161,6 +164,10 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
         outcome.done = sum(1 for c in cells for j in c.ids() if j in done)
         ended = "failed"
         try:
+            if plan.until is not None:  # sequential: round by round until each length's verdict is settled
+                from ctxbench.harness.adaptive_run import score_rounds
+
+                cells = score_rounds(cells, done, backend, ready, store, outcome, console)
             _score_cells(cells, done, backend, ready, store, outcome, console)
             if plan.shard[0] == 0:  # external tasks (lm-eval) run whole, in the first shard only
                 _run_external(ready.external, plan.suite, backend, ready.renderer, store, console)
@@ -172,6 +179,23 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
         finally:
             store.end_session(session, ended=_now(), outcome=ended)
     return outcome
+
+
+def _sequential_done(ready: Prepared, console: Console) -> bool:
+    """A sequential run whose every length has stopped under its rule needs no weights (checked before they load);
+    --vs refuses a length the earlier run has no complete round of."""
+    from ctxbench.harness.adaptive_run import lengths_of
+
+    lengths, rest = lengths_of(ready.cells, ready.store, ready.plan.until)
+    empty = [str(x.length) for x in lengths if x.limit == 0]
+    if ready.plan.until.vs and empty:
+        raise ConfigError(f"--vs: {Path(ready.plan.until.vs).name} has no complete round (every task's sample 0) at "
+                          f"length {', '.join(empty)}; score it there first, or drop those lengths (--lengths)")
+    if rest or not all(x.final for x in lengths):
+        return False
+    console.print(f"{ready.store.dir.name}: every length has stopped under --until {ready.plan.until.kind}; the table "
+                  "is from the store (rerun without --until to extend it to N)", highlight=False, style="dim")
+    return True
 
 
 def _now() -> str:
@@ -207,6 +231,7 @@ def execution(plan: RunPlan, info: dict[str, Any], secrets: list[str]) -> dict[s
     """This session's speed settings: the execution arguments given and the backend's resolved ones; a note where
     batch composition can change greedy outputs (bf16/fp16 on a GPU in batches, or a batching engine)."""
     settings = {**plan.execution_args(),  # as given, then as the backend resolved them (batch_size 0 -> 16)
+                **(plan.until.settings() if plan.until is not None else {}),  # a sequential run's rule (--until)
                 **{k: v for k, v in info.items() if k in EXECUTION_ARGS or k in ("batching", "dtype")}}
     batch = int(settings.get("batch_size") or 1)
     on_gpu = str(info.get("device", "")).startswith("cuda") and str(info.get("dtype", "")) in ("bfloat16", "float16")

@@ -36,7 +36,8 @@ __all__ = [
 ]
 
 NAN = float("nan")
-CELL_COUNTS = ("planned", "errored", "pending")
+CELL_COUNTS = ("planned", "errored", "pending", "stopped")  # stopped: never scored, a sequential verdict was known
+SEQUENTIAL = "anytime-valid"  # the method of a sequential length's interval (a confidence sequence at its stop)
 
 
 def _cell_stats(df: pd.DataFrame, keys: list[str], *, n_boot: int, seed: int, ci: float) -> pd.DataFrame:
@@ -60,11 +61,12 @@ def _clusters(rows: pd.DataFrame) -> list | None:
     return [c if pd.notna(c) else ("row", i) for i, c in enumerate(rows["cluster"])]
 
 
-def status(n: int, errored: int, pending: int, source: str = "measured") -> str:
-    """A cell's state: reported, errored (some samples failed), incomplete (some never ran) or complete."""
+def status(n: int, errored: int, pending: int, source: str = "measured", stopped: int = 0) -> str:
+    """A cell's state: reported, errored (some samples failed), incomplete (some never ran), sequential (a sequential
+    run stopped it once its verdict was known: a prefix of its samples) or complete."""
     if source == "reported":
         return "reported"
-    return "errored" if errored else "incomplete" if pending else "complete"
+    return "errored" if errored else "incomplete" if pending else "sequential" if stopped else "complete"
 
 
 def task_length_table(
@@ -77,7 +79,8 @@ def task_length_table(
     df = normalise(df)
     out = _cell_stats(df, ["model", "task", "length"], n_boot=n_boot, seed=seed, ci=ci)
     if cells is not None and not cells.empty:
-        cols = ["model", "task", "length", *CELL_COUNTS, "errors"]
+        cols = [c for c in ["model", "task", "length", *CELL_COUNTS, "errors", "sequential_lo", "sequential_hi",
+                            "sequential"] if c in cells]
         out = out.merge(cells[cols], on=["model", "task", "length"], how="outer")
         out["n"] = out["n"].fillna(0).astype(int)
         out["source"] = out["source"].fillna("measured")
@@ -89,7 +92,7 @@ def task_length_table(
     if "errors" not in out:
         out["errors"] = ""
     out["errors"] = out["errors"].fillna("")
-    out["status"] = [status(r.n, r.errored, r.pending, r.source) for r in out.itertuples()]
+    out["status"] = [status(r.n, r.errored, r.pending, r.source, r.stopped) for r in out.itertuples()]
     return out.sort_values(["model", "task", "length"]).reset_index(drop=True)
 
 
@@ -141,7 +144,7 @@ def length_averages(
         if source == "reported" and (len(avg) or model not in common):
             rows.append({**base, "mean": float(avg["score"].mean()) if len(avg) else NAN, "lo": NAN, "hi": NAN,
                          "method": "reported", "n_tasks": 0, "n_tasks_all": 0, "n": 0, "planned": 0, "errored": 0,
-                         "pending": 0, "status": "reported", "task_set": "reported", "task_set_key": "reported",
+                         "pending": 0, "stopped": 0, "status": "reported", "task_set": "reported", "task_set_key": "reported",
                          "note": ""})
             continue
         keep, every = common[model]
@@ -150,7 +153,7 @@ def length_averages(
             mean = float(scores[scores["task"].isin(keep)].groupby("task")["score"].mean().mean()) if keep else NAN
             rows.append({**base, "mean": mean, "lo": NAN, "hi": NAN, "method": "reported", "n_tasks": len(keep),
                          "n_tasks_all": len(every), "n": 0, "planned": 0, "errored": 0, "pending": 0,
-                         "status": "reported", "task_set": task_set, "task_set_key": ",".join(sorted(keep)),
+                         "stopped": 0, "status": "reported", "task_set": task_set, "task_set_key": ",".join(sorted(keep)),
                          "note": "" if keep else "withheld: no task has a score at every length"})
             continue
         if not int(group["n"].sum()):
@@ -163,13 +166,26 @@ def length_averages(
         iv = stratified_interval(strata, level=ci, n_boot=n_boot, rng=cell_rng(seed, model, length),
                                  clusters=clusters if any(c is not None for c in clusters) else None)
         counts = {c: int(in_set[c].sum()) for c in CELL_COUNTS}
+        iv = _sequential_interval(iv, group, counts)
         rows.append({**base, "mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "method": iv.method, "n_tasks": len(keep),
                      "n_tasks_all": len(every), "n": iv.n, **counts,
-                     "status": status(iv.n, counts["errored"], counts["pending"]) if keep else note.split(":")[0],
+                     "status": status(iv.n, counts["errored"], counts["pending"], stopped=counts["stopped"])
+                     if keep else note.split(":")[0],
                      "task_set": task_set, "task_set_key": ",".join(sorted(keep)), "note": note})
     columns = ["model", "length", "mean", "lo", "hi", "method", "n_tasks", "n_tasks_all", "n", "planned", "errored",
-               "pending", "status", "task_set", "task_set_key", "note", "source", "claimed_length", "run_ids", "headline"]
+               "pending", "stopped", "status", "task_set", "task_set_key", "note", "source", "claimed_length", "run_ids", "headline"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def _sequential_interval(iv, group: pd.DataFrame, counts: dict[str, int]):
+    """A length a sequential run stopped (--until) shows its anytime-valid interval, not a fixed-n one: its n depended
+    on the data, which a fixed-n interval does not allow for. Only where every sample of the length is scored."""
+    if "sequential_lo" not in group or group["sequential_lo"].isna().all() or counts["pending"] or counts["errored"]:
+        return iv
+    import dataclasses
+
+    return dataclasses.replace(iv, lo=float(group["sequential_lo"].dropna().iat[0]),
+                               hi=float(group["sequential_hi"].dropna().iat[0]), method=SEQUENTIAL)
 
 
 def category_table(df: pd.DataFrame) -> pd.DataFrame:

@@ -34,7 +34,10 @@ REPORTED_DIR = "_reported"
 SCORE_COLUMNS = ["model", "run_id", "task", "category", "length", "depth", "index", "seed", "score", "position", "source",
                  "claimed_length", "prediction", "answers", "fingerprint", "prompt_hash", "empty", "cluster"]
 # unfinished: samples whose reasoning never closed (thinking_unfinished, counted 0); reasoning_tokens: their mean per cell
-CELL_COLUMNS = ["model", "task", "length", "planned", "done", "errored", "pending", "errors", "unfinished", "reasoning_tokens"]
+CELL_COLUMNS = ["model", "task", "length", "planned", "done", "errored", "pending", "errors", "unfinished", "reasoning_tokens",
+                "stopped", "sequential_lo", "sequential_hi", "sequential"]
+# stopped: samples a sequential run (--until) never scored because its verdict at that length was known (not pending);
+# sequential_lo/hi/sequential: that length's anytime-valid interval and its decision in words (harness/adaptive.py)
 
 
 @dataclass
@@ -89,6 +92,8 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
 
     units: dict[tuple, tuple[int, dict[str, Any], dict[str, Any]]] = {}  # key -> (rank, row, run info)
     pending: dict[tuple, tuple[str, int]] = {}
+    stopped: dict[tuple, tuple[str, int]] = {}  # a sequential run's samples after its stopping round
+    sequential: dict[tuple[str, int], dict[str, Any]] = {}  # (model, length) -> the verdict, for lengths still a prefix
     provenance, duplicates, bad_rows = [], 0, []
     for order, (store, rec, latest) in enumerate(runs):
         fp, seed = fingerprint(rec), int(rec.get("seed") or 0)
@@ -96,6 +101,9 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
         info = {"model": model, "run_id": rec["run_id"], "seed": seed, "fingerprint": fp,
                 "claimed_length": rec.get("backend_args", {}).get("context_length", math.nan)}
         losses = loss_tasks(rec, latest)
+        ends, verdicts = sequential_prefixes(store.dir, latest)
+        sequential.update({(model, length): v for length, v in verdicts.items()})
+        notes += [f"{model}, sequential run {rec['run_id']}: {line}" for line in sequential_words(verdicts)]
         for sid, row in latest.items():
             if row.get("task") in losses:
                 continue  # perplexity rows are losses, not 0..1 scores: the summary and studies read them
@@ -116,7 +124,8 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
                 for j in range(int(n)):
                     sid = f"{task}@{length}#{j}"
                     if sid not in latest:
-                        pending[(model, fp, seed, sid)] = (task, int(length))
+                        late = j >= ends.get((task, int(length)), int(n))
+                        (stopped if late else pending)[(model, fp, seed, sid)] = (task, int(length))
         provenance.append(_provenance(store, rec, latest, model, fp, losses))
         if losses:
             notes.append(f"run {rec['run_id']}: {', '.join(sorted(losses))} (perplexity) is not on the board; "
@@ -125,11 +134,44 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
         notes.append(f"{duplicates} samples were scored in more than one run of the same model; each counts once")
     have = {k[:4] for k in units}
     pending = {k: v for k, v in pending.items() if k not in have}
+    stopped = {k: v for k, v in stopped.items() if k not in have and k not in pending}
 
     scored = average_repeats([_score_row(row, info) for _, row, info in units.values() if row.get("score") is not None])
     scores = pd.DataFrame(scored, columns=SCORE_COLUMNS) if scored else pd.DataFrame(columns=SCORE_COLUMNS)
     skipped = [where for s in stores for where in s.read_stats.bad] + bad_rows
-    return StoreFrames(scores, _cells(units, pending), pd.DataFrame(provenance), skipped, notes)
+    return StoreFrames(scores, _cells(units, pending, stopped, sequential), pd.DataFrame(provenance), skipped, notes)
+
+
+def sequential_prefixes(run_dir: Path, latest: dict[str, dict]) -> tuple[dict[tuple[str, int], int], dict[int, dict]]:
+    """A sequential run's (task, length) -> stopping round, and length -> verdict, for the lengths it stopped for good
+    and no later run without --until extended (then the cell is a full-N cell again)."""
+    from ctxbench.harness.adaptive import read_state, stopped_samples
+
+    state = read_state(run_dir)
+    ends = stopped_samples(state)
+    top: dict[tuple[str, int], int] = defaultdict(lambda: -1)  # the highest index scored per cell
+    for r in latest.values():
+        key = (str(r.get("task")), int(r.get("length") or 0))
+        top[key] = max(top[key], int(r.get("index") or 0))
+    extended = {length for (task, length), end in ends.items() if top[(task, length)] >= end}
+    ends = {k: v for k, v in ends.items() if k[1] not in extended}
+    rule = state.get("rule") or {}
+    verdicts = {int(k): {**v, "rule": rule, "target": state.get("target", "")} for k, v in (state.get("lengths") or {}).items()
+                if any(length == int(k) for _, length in ends)}
+    return ends, verdicts
+
+
+def sequential_words(verdicts: dict[int, dict]) -> list[str]:
+    """Per stopped length in words: settled (which way, after how many rounds of N) or reached N undecided."""
+    out = []
+    for length, v in sorted(verdicts.items()):
+        rule = v.get("rule") or {}
+        how = f"--until {rule.get('until')}, alpha {rule.get('alpha')}, {v.get('target')}"
+        if v.get("settled"):
+            out.append(f"{length}: settled {v['decision']} after {v['rounds']} of {v['n']} rounds ({how})")
+        else:
+            out.append(f"{length}: reached {v['rounds']} of {v['n']} rounds undecided ({v.get('stopped')}; {how})")
+    return out
 
 
 def loss_tasks(rec: dict[str, Any], latest: dict[str, dict]) -> set[str]:
@@ -184,7 +226,7 @@ def average_repeats(scored: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _cells(units: dict, pending: dict) -> pd.DataFrame:
+def _cells(units: dict, pending: dict, stopped: dict, sequential: dict) -> pd.DataFrame:
     counts: dict[tuple, Counter] = defaultdict(Counter)
     reasons: dict[tuple, Counter] = defaultdict(Counter)
     thinking: dict[tuple, list[int]] = defaultdict(list)
@@ -202,12 +244,18 @@ def _cells(units: dict, pending: dict) -> pd.DataFrame:
         counts[sample[:3]]["errored" if bad else "done"] += 1
     for (model, *_), (task, length) in pending.items():
         counts[(model, task, length)]["pending"] += 1
+    for (model, *_), (task, length) in stopped.items():
+        counts[(model, task, length)]["stopped"] += 1
     rows = []
     for cell, c in sorted(counts.items(), key=lambda kv: (kv[0][0], str(kv[0][1]), kv[0][2])):
         errors = ", ".join(f"{k}: {v}" for k, v in reasons[cell].most_common())
         mean_thinking = sum(thinking[cell]) / len(thinking[cell]) if thinking[cell] else math.nan
-        rows.append((*cell, c["done"] + c["errored"] + c["pending"], c["done"], c["errored"], c["pending"], errors,
-                     c["unfinished"], mean_thinking))
+        seq = sequential.get((cell[0], cell[2]), {})
+        words = sequential_words({cell[2]: seq})[0].split(": ", 1)[1] if seq else ""
+        vs = (seq.get("rule") or {}).get("until") == "vs"  # its interval is of the difference, not of the score
+        lo, hi = (math.nan if vs or seq.get(k) is None else float(seq[k]) for k in ("lo", "hi"))
+        rows.append((*cell, c["done"] + c["errored"] + c["pending"] + c["stopped"], c["done"], c["errored"], c["pending"],
+                     errors, c["unfinished"], mean_thinking, c["stopped"], lo, hi, words))
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from .aggregate import PairedComparison
+from .aggregate import SEQUENTIAL, PairedComparison
 from .frame import format_length
 from .ranking import NO_THRESHOLD, comparison_groups
 from .render import Table
@@ -21,6 +21,7 @@ from .render import Table
 REPORTED_MARK = "†"
 INCOMPLETE_MARK = "*"
 FAILED_MARK = "!"
+SEQUENTIAL_MARK = "‡"
 DASH = "—"
 TOO_SMALL = "n too small"
 
@@ -39,11 +40,13 @@ def with_ci(mean: object, lo: object, hi: object, *, signed: bool = False, metho
     return f"{pct(mean, signed=signed)} [{pct(lo, signed=signed)}, {pct(hi, signed=signed)}]"
 
 
-def counts_text(n: int, planned: int, errored: int, pending: int) -> str:
-    """`n=20`, or `n=12/20 *` (incomplete), or `n=18/20 ! 2 failed`."""
+def counts_text(n: int, planned: int, errored: int, pending: int, stopped: int = 0) -> str:
+    """`n=20`, or `n=12/20 *` (incomplete), or `n=18/20 ! 2 failed`, or `n=12/20 ‡` (a sequential run's prefix)."""
     text = f"n={n}" if n == planned else f"n={n}/{planned}"
     if pending:
         text += f" {INCOMPLETE_MARK}"
+    if stopped:
+        text += f" {SEQUENTIAL_MARK}"
     if errored:
         text += f" {FAILED_MARK} {errored} failed"
     return text
@@ -56,10 +59,13 @@ def score_cell(row) -> str:
         return pct(get("mean"))
     n, planned = int(get("n", 0) or 0), int(get("planned", 0) or 0)
     errored, pending = int(get("errored", 0) or 0), int(get("pending", 0) or 0)
+    stopped = int(get("stopped", 0) or 0) if pd.notna(get("stopped", 0)) else 0
     note = get("note", "") or ""
     if note:
         return f"{DASH} ({note.split(':')[0]})"
-    return f"{with_ci(get('mean'), get('lo'), get('hi'), method=get('method', ''))} {counts_text(n, max(planned, n), errored, pending)}"
+    sequential = stopped or get("method", "") == SEQUENTIAL  # a prefix, or a length a sequential rule decided at N
+    counts = counts_text(n, max(planned, n), errored, pending, int(sequential))
+    return f"{with_ci(get('mean'), get('lo'), get('hi'), method=get('method', ''))} {counts}"
 
 
 def marks_legend(frames: Iterable[pd.DataFrame]) -> tuple[str, ...]:
@@ -68,7 +74,14 @@ def marks_legend(frames: Iterable[pd.DataFrame]) -> tuple[str, ...]:
     pending = any(int(f["pending"].sum()) for f in frames if "pending" in f)
     failed = any(int(f["errored"].sum()) for f in frames if "errored" in f)
     too_small = any((f["method"] == TOO_SMALL).any() for f in frames if "method" in f)
+    stopped = any(int(f["stopped"].fillna(0).sum()) for f in frames if "stopped" in f) or any(
+        (f["method"] == SEQUENTIAL).any() for f in frames if "method" in f)
     notes = []
+    if stopped:
+        notes.append(f"{SEQUENTIAL_MARK} sequential (ctxbench score --until): scored round by round until the verdict "
+                     "was known; n=scored/planned is then a prefix of the suite's samples, not a full-N number. A "
+                     "length's average shows its anytime-valid interval (a confidence sequence, valid at a "
+                     "data-dependent stop). Rerun the same command without --until to extend it to N.")
     if pending:
         notes.append(f"{INCOMPLETE_MARK} incomplete: fewer samples scored than planned (n=done/planned); "
                      "the run was interrupted or is still running: rerun the same `ctxbench score` command.")
@@ -179,6 +192,7 @@ def main_table(avgs: pd.DataFrame, summary: pd.DataFrame, *, caption: str = "") 
         scores = [score_cell(cells.loc[(r.model, length)]) if (r.model, length) in cells.index else DASH
                   for length in lengths]
         withheld = str(r.withheld or "")
+        prefix = _prefix_mark(avgs, r.model)  # an average over a sequential run's prefixes is marked as they are
         lower = effective_text(r.effective_length_lower, shortest=r.shortest, longest=r.longest,
                                passes_all=r.passes_all, known=r.lower_known, withheld=withheld)
         if not r.lower_known and not reported and r.too_small and not withheld:
@@ -191,12 +205,18 @@ def main_table(avgs: pd.DataFrame, summary: pd.DataFrame, *, caption: str = "") 
             lower,
             *((_relative_text(r),) if relative else ()),
             *scores,
-            _ranked(r.avg, r.rank_avg, withheld),
-            _ranked(r.wavg_inc, r.rank_inc, withheld),
-            _ranked(r.wavg_dec, r.rank_dec, withheld),
+            _ranked(r.avg, r.rank_avg, withheld) + prefix,
+            _ranked(r.wavg_inc, r.rank_inc, withheld) + prefix,
+            _ranked(r.wavg_dec, r.rank_dec, withheld) + prefix,
             tasks_text(r),
         ))
     return Table(headers=headers, rows=tuple(rows), caption=caption)
+
+
+def _prefix_mark(avgs: pd.DataFrame, model: str) -> str:
+    if "stopped" not in avgs:
+        return ""
+    return f" {SEQUENTIAL_MARK}" if int(avgs.loc[avgs["model"] == model, "stopped"].fillna(0).sum()) else ""
 
 
 def _relative_text(r) -> str:

@@ -131,7 +131,7 @@ def cases(f: dict[str, str]) -> dict[str, tuple[list[str], str]]:
         "shard_garbage": ([*score, "--shard", "x"], "--shard"),
         "unknown_backend": (["score", "--backend", "nope", "--store", "{store}"], "backend"),
         "backend_arg_no_equals": ([*score, "--backend-arg", "delay"], "KEY=VALUE"),
-        "backend_arg_unknown": ([*score, "--backend-arg", "bogus=1"], "valid keys: batch_size, context_length, delay"),
+        "backend_arg_unknown": ([*score, "--backend-arg", "bogus=1"], "valid keys: accuracy, batch_size, context_length, delay"),
         "backend_arg_ill_typed": ([*score, "--backend-arg", "delay=abc"], "backend_args.delay"),
         "backend_arg_not_for_echo": ([*score, "--dtype", "bfloat16"], "backend_args.dtype: unknown key for backend echo"),
         # option values, checked before any weights load (issue 21 items 8, 12, 13)

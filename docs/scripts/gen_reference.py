@@ -210,6 +210,10 @@ def configs_page() -> str:
         if config_cls is not None:
             lines += [f"## Trainer `{name}` (`ctxbench train {name} --config FILE`)", "", *model_tables(config_cls)]
     lines += ["## Data pack config (`ctxbench data pack --config FILE`)", "", *model_tables(SynthesisConfig)]
+    for name, method in registry.entries("synthesis").items():  # the packings share the pack config above
+        if method.args is None:
+            lines += [f"## Synthesis method `{name}` (`ctxbench data pack --method {name} --config FILE`)", "",
+                      method.help, "", *model_tables(method.config)]
     return "\n".join(lines)
 
 

@@ -37,6 +37,18 @@ class EchoArgs(BackendArgs):
     delay: float = Field(0.0, ge=0, description="seconds to sleep per request (to test progress, interrupts and timeouts)")
     context_length: int = Field(1 << 30, ge=64, description="the context length to claim (to test length refusals)")
     batch_size: int = Field(8, ge=1, description="requests per generate() call from the runner")
+    accuracy: float | dict[str, float] | None = Field(None, description="answer correctly (with the whole prompt, "
+                                                      "where the answer is) with this probability, drawn per sample id, "
+                                                      "else nothing; or per length, e.g. '{\"1024\": 1.0, \"2048\": 0.2}' "
+                                                      "(to test sequential scoring)")
+
+    @field_validator("accuracy")
+    @classmethod
+    def _fraction(cls, v):
+        for p in (v.values() if isinstance(v, dict) else [] if v is None else [v]):
+            if not 0 <= p <= 1:
+                raise ValueError("a probability between 0 and 1")
+        return v
 
 
 class HFArgs(BackendArgs):

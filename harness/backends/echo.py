@@ -11,7 +11,8 @@ from ctxbench.harness.core.types import Prediction, Request
 class EchoBackend:
     name = "echo"
     capabilities = frozenset({"generate"})
-    def __init__(self, *, model: str, delay: float = 0.0, context_length: int = 1 << 30, batch_size: int = 8):
+    def __init__(self, *, model: str, delay: float = 0.0, context_length: int = 1 << 30, batch_size: int = 8,
+                 accuracy: float | dict[str, float] | None = None):
         from ctxbench.harness.core.models import load_tokenizer
 
         self.model = model
@@ -19,6 +20,7 @@ class EchoBackend:
         self.delay = float(delay)
         self.context_length = int(context_length)
         self.batch_size = int(batch_size)
+        self.accuracy = accuracy
 
     def info(self) -> dict:
         return {"model": self.model, "delay": self.delay, "batch_size": self.batch_size}
@@ -27,8 +29,16 @@ class EchoBackend:
         out = []
         for r in requests:
             time.sleep(self.delay)
-            out.append(Prediction(r.sample_id, self._answer(r), r.prompt_tokens or 0, 0, self.delay))
+            text = self._answer(r) if self.accuracy is None else self._drawn(r)
+            out.append(Prediction(r.sample_id, text, r.prompt_tokens or 0, 0, self.delay))
         return out
+
+    def _drawn(self, r: Request) -> str:
+        """The whole prompt (right, where the answer is in it) with probability `accuracy` at the sample's length,
+        else nothing; drawn from the sample id alone, so a rerun or a longer run answers each sample alike."""
+        length = r.sample_id.split("@", 1)[-1].split("#", 1)[0]
+        p = self.accuracy.get(length, 0.0) if isinstance(self.accuracy, dict) else float(self.accuracy)
+        return r.prompt if random.Random(f"accuracy:{r.sample_id}").random() < p else ""
 
     @staticmethod
     def _answer(r: Request) -> str:

@@ -1,4 +1,4 @@
-"""`ctxbench data pack|inspect|methods`: continued-pretraining data synthesis (trainers/data)."""
+"""`ctxbench data pack|inspect|methods`: data synthesis through the one core (trainers/data/synthesis.py)."""
 
 from __future__ import annotations
 
@@ -20,15 +20,20 @@ def data_pack(
     out_dir: Optional[str] = typer.Option(None, "--out", help="override out_dir"),
     budget_tokens: Optional[int] = typer.Option(None, help="override budget_tokens"),
     seed: Optional[int] = typer.Option(None, help="override seed"),
+    method: Optional[str] = typer.Option(None, "--method", help="synthesis method (`ctxbench data methods`), e.g. a "
+                                         "plugin's; default: the config's `method`"),
 ):
-    """Pack a corpus into fixed-length sequences (shards + manifest); rerunning resumes an interrupted run.
-    One process writes an out_dir at a time."""
+    """Pack a corpus into fixed-length sequences (shards + manifest), or run any synthesis method on its config;
+    rerunning resumes an interrupted run. One process writes an out_dir at a time."""
     from ctxbench.harness.core.extras import require_extra
     from ctxbench.harness.core.progress import progress
     from ctxbench.trainers.data.pipeline import load_config, synthesize, with_stdlib_corpus
 
+    chosen = method or _config_method(config)
+    if chosen is not None and chosen not in _packing_names():
+        return _run_method(chosen, config, out_dir=out_dir, budget_tokens=budget_tokens, seed=seed)
     require_extra("train", modules=("transformers",), for_="ctxbench data pack")  # the tokenizer
-    cfg = load_config(config, out_dir=out_dir, budget_tokens=budget_tokens, seed=seed)
+    cfg = load_config(config, out_dir=out_dir, budget_tokens=budget_tokens, seed=seed, method=method)
     writable_dir(Path(cfg.out_dir), "--out" if out_dir else "out_dir")
     cfg = with_stdlib_corpus(cfg)
     from ctxbench.trainers.data.corpus import corpus_identity
@@ -66,21 +71,54 @@ def data_inspect(
         out.print(f"wrote {json_out}")
 
 
+def _packing_names() -> list[str]:
+    from ctxbench.trainers.data.methods import method_names
+
+    return method_names()
+
+
+def _config_method(config: Path) -> str | None:
+    """The `method` a data config names (None: it names none, and the packing config's own check says so)."""
+    from ctxbench.harness.core.config import read_yaml_mapping, resolve_config
+
+    raw = read_yaml_mapping(resolve_config(config, kind="data", field="--config"), field="--config", expect="config keys")
+    return raw.get("method") if isinstance(raw.get("method"), str) else None
+
+
+def _run_method(name: str, config: Path, **overrides) -> None:
+    """A synthesis method other than a packing (hqa, logo, a plugin's): its own config keys, the one skeleton."""
+    from ctxbench.harness.core.config import read_yaml_mapping, resolve_config, validate_config
+    from ctxbench.trainers.data.synthesis import get_synthesis, read_manifest, synthesize
+
+    spec = get_synthesis(name, field="--method")
+    path = resolve_config(config, kind="data", field="--config")
+    raw = {k: v for k, v in read_yaml_mapping(path, field="--config", expect="config keys").items() if k != "method"}
+    cfg = validate_config(spec.config, {**raw, **{k: v for k, v in overrides.items() if v is not None}}, where=path.name)
+    writable_dir(Path(cfg.out_dir), "--out" if overrides.get("out_dir") else "out_dir")
+    synthesize(spec, cfg)
+    m = read_manifest(cfg.out_dir) or {}
+    drops = ", ".join(f"{k} {v}" for k, v in m.get("drops", {}).items()) or "none"
+    out.print(f"{name}: {len(m.get('shards', []))} shards at {cfg.out_dir} (complete: {m.get('complete')}; drops: {drops})",
+              highlight=False)
+
+
 @data_app.command("methods")
 def data_methods():
-    """List packing methods and their method_args (name, default, help)."""
+    """List every synthesis method (the packings, hqa, logo, plugins' own) and its arguments: a packing's method_args,
+    any other method's config keys (name, default, help)."""
     from rich.table import Table
 
-    from ctxbench.trainers.data.methods import get_method, method_names
+    from ctxbench.trainers.data.synthesis import get_synthesis, synthesis_names
 
-    t = Table(title="packing methods (method_args)")
-    for col in ("method", "arg", "default", "help"):
+    t = Table(title="synthesis methods (`ctxbench data pack --method NAME`; packings: method_args of the pack config)")
+    for col in ("method", "argument", "default", "help"):
         t.add_column(col)
-    for name in method_names():
-        spec = get_method(name)
+    for name in synthesis_names():
+        spec = get_synthesis(name)
         t.add_row(f"[bold]{name}[/]", "", "", spec.help)
-        for arg, field in spec.args.model_fields.items():
-            t.add_row("", arg, repr(field.get_default(call_default_factory=True)), field.description or "")
+        for arg, field in (spec.args or spec.config).model_fields.items():
+            default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
+            t.add_row("", arg, default, field.description or "")
     out.print(t)
 
 

@@ -1,0 +1,76 @@
+"""A synthesis method, `example_sentences`: training samples of sentences drawn across a folder of .txt documents.
+
+It runs through ctxbench's one synthesis skeleton (`ctxbench data pack --method example_sentences --config FILE`):
+the skeleton computes the identity, reuses a finished identical out_dir, refuses a different one in one line, and
+holds the out_dir's lock; this module says what the identity is made of and writes the shards and the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.io import atomic_write, atomic_write_json
+from ctxbench.trainers.data.synthesis import Identity, envelope, identity, register_synthesis, remove_unlisted
+
+# --8<-- [start:synthesis]
+
+
+class SentencesConfig(BaseModel):
+    """The method's config file: every key is listed by `ctxbench data methods`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    documents: str = Field(description="a directory of .txt documents")
+    sentences_per_sample: int = Field(4, ge=1, description="sentences drawn into each sample")
+    min_words: int = Field(3, ge=1, description="shorter sentences are dropped (counted as sentences:too_short)")
+    samples: int = Field(8, ge=1, description="samples to write")
+    seed: int = Field(0, description="seed of the draws")
+    shard_samples: int = Field(4, ge=1, description="samples per JSON-lines shard")
+    out_dir: str = Field(description="where the shards and manifest.json go")
+
+
+def _files(cfg: SentencesConfig) -> list[Path]:
+    files = sorted(Path(cfg.documents).glob("*.txt"))
+    if not files:
+        raise ConfigError(f"documents: no .txt file in {cfg.documents}; point it at a folder of text documents")
+    return files
+
+
+def sentences_identity(cfg: SentencesConfig, **_) -> Identity:
+    """The config without where or how it is written, and each input file's name, size and mtime (no generator)."""
+    inputs = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in _files(cfg)]
+    return identity(cfg.model_dump(exclude={"out_dir", "shard_samples"}), inputs)
+
+
+@register_synthesis("example_sentences", SentencesConfig, identity=sentences_identity)
+def write_sentences(cfg: SentencesConfig, ident: Identity) -> dict:
+    """Example synthesis: samples of sentences drawn across documents (a plugin's data recipe)."""
+    import numpy as np
+
+    drops: Counter = Counter()
+    pool = []
+    for f in _files(cfg):
+        for s in re.split(r"(?<=[.!?])\s+", f.read_text(errors="replace")):
+            if len(s.split()) < cfg.min_words:
+                drops["sentences:too_short"] += 1
+            else:
+                pool.append(" ".join(s.split()))
+    rng = np.random.default_rng(cfg.seed)
+    rows = [{"text": " ".join(pool[i] for i in rng.choice(len(pool), cfg.sentences_per_sample, replace=False))}
+            for _ in range(cfg.samples)]
+    out, shards = Path(cfg.out_dir), []
+    for b in range(0, len(rows), cfg.shard_samples):
+        shards.append(f"shard-{b // cfg.shard_samples:05d}.jsonl")
+        atomic_write(out / shards[-1], "".join(json.dumps(r) + "\n" for r in rows[b:b + cfg.shard_samples]))
+    remove_unlisted(out, set(shards), ("shard-*.jsonl",))
+    manifest = {**envelope("example_sentences", ident, complete=True, drops=drops), "shards": shards,
+                "samples": len(rows)}
+    atomic_write_json(out / "manifest.json", manifest)
+    return manifest
+
+# --8<-- [end:synthesis]

@@ -1,0 +1,170 @@
+"""The round loop of a sequential run (`ctxbench score --until ...`; the rule and its verdicts: harness/adaptive.py).
+
+Lengths take turns: each turn scores the next rounds of one length (as many as fill one backend batch, one sample of
+each task per round, generated lazily for those indices only), then recomputes that length's verdict from its
+complete rounds and stops it once settled, at the suite's N, or (--vs) where the earlier run's rows end. A round with
+a failed sample stops its length for this session (a rerun retries it and goes on). adaptive.json is rewritten
+after every turn, so an interrupted run says how far each length got.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxbench.harness import adaptive
+from ctxbench.harness.core import datasets
+from ctxbench.harness.core.progress import progress
+from ctxbench.harness.core.store import RunStore, error_reason
+
+
+@dataclass
+class Length:
+    """One length of a sequential run: its tasks (name -> samples at this length), scores so far, and verdict."""
+
+    length: int
+    cells: list[Any]
+    limit: int  # rounds it may score: the suite's N, or (--vs) the earlier run's complete rounds
+    scores: dict[tuple[str, int], float] = field(default_factory=dict)  # (task, index) -> score in 0..1
+    paired: dict[tuple[str, int], float] = field(default_factory=dict)  # --vs: the earlier run's scores
+    status: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tasks(self) -> dict[str, int]:
+        return {c.task.name: c.planned for c in self.cells}
+
+    @property
+    def n(self) -> int:
+        return max(self.tasks.values())
+
+    def values(self, rounds: int) -> list[float]:
+        """Round means: of the scores, or (--vs) of the paired differences in [-1, 1]."""
+        if not self.paired:
+            return adaptive.round_means(self.scores, self.tasks, rounds)
+        diffs = {k: v - self.paired[k] for k, v in self.scores.items() if k in self.paired}
+        return adaptive.round_means(diffs, self.tasks, rounds)
+
+    def assess(self, rule: Any, stalled: bool = False) -> dict[str, Any]:
+        from ctxbench.leaderboard.sequential import verdict
+
+        rounds = adaptive.complete_rounds(self.scores, self.tasks, self.limit)
+        v = verdict(rule, self.values(rounds)) if rounds else None
+        settled = bool(v and v.settled)
+        stopped = ("settled" if settled else "reached N" if rounds >= self.n else
+                   "end of the earlier run" if rounds >= self.limit else "failed samples" if stalled else "running")
+        self.status = {"rounds": rounds, "n": self.n, "settled": settled, "stopped": stopped,
+                       "decision": v.decision if v else "undecided", "lo": v.lo if v else None, "hi": v.hi if v else None}
+        return self.status
+
+    @property
+    def final(self) -> bool:
+        return self.status.get("stopped") in adaptive.FINAL
+
+
+def lengths_of(cells: list[Any], store: RunStore, until: adaptive.Until) -> tuple[list[Length], list[Any]]:
+    """The sequential lengths (their cells' stored scores read once) and the cells scored in full (losses)."""
+    per: dict[int, list[Any]] = defaultdict(list)
+    rest = []
+    for c in cells:
+        (rest if c.task.needs == "prompt_logprobs" else per[c.length]).append(c)
+    latest = store.latest()
+    earlier = RunStore(Path(until.vs).parent, Path(until.vs).name).latest() if until.vs else {}
+    out = []
+    for length, group in sorted(per.items()):
+        item = Length(length, group, limit=max(c.planned for c in group))
+        item.scores = _scores(latest, group)
+        if until.vs:
+            item.paired = _scores(earlier, group)
+            item.limit = adaptive.complete_rounds(item.paired, item.tasks, item.n)
+        out.append(item)
+    rule = until.rule(len(out))
+    for item in out:
+        item.assess(rule)
+    return out, rest
+
+
+def _scores(latest: dict[str, dict[str, Any]], cells: list[Any]) -> dict[tuple[str, int], float]:
+    names = {c.task.name for c in cells}
+    length = cells[0].length
+    return {(r["task"], int(r["index"])): adaptive.clip(r["score"]) for r in latest.values()
+            if r.get("task") in names and r.get("length") == length and not r.get("error") and r.get("score") is not None}
+
+
+def finished(ready: Any) -> bool:
+    """Whether every sequential length of a stored run has stopped for good under this rule (nothing to load)."""
+    lengths, rest = lengths_of(ready.cells, ready.store, ready.plan.until)
+    return not rest and all(item.final for item in lengths)
+
+
+def score_rounds(cells: list[Any], done: set[str], backend: Any, ready: Any, store: RunStore, outcome: Any,
+                 console: Any) -> list[Any]:
+    """Score the sequential lengths round by round; returns the cells scored in full instead (perplexity)."""
+    until = ready.plan.until
+    lengths, rest = lengths_of(cells, store, until)
+    rule = until.rule(len(lengths))
+    earlier = adaptive.read_state(store.dir)
+    batch_size = max(1, int(getattr(backend, "batch_size", 1)))
+    name = ready.plan.label or ready.plan.model
+    active = [item for item in lengths if not item.final]
+    _write(store, until, lengths, earlier)
+    with progress(console, count="{task.fields[samples]}") as bar:
+        job = bar.add_task(f"scoring {name} until {until.kind}", total=max(1, sum(x.n for x in lengths)),
+                           completed=sum(x.status["rounds"] for x in lengths), samples=_count(outcome))
+        while active:
+            for item in list(active):
+                start = item.status["rounds"]
+                stop = min(start + max(1, batch_size // len(item.cells)), item.limit)
+                bar.update(job, description=f"scoring {name} @ {item.length} · round {start + 1}")
+                failed = _score_turn(item, range(start, stop), done, backend, ready, store, outcome, batch_size)
+                item.assess(rule, stalled=failed)
+                if item.final or failed or item.status["rounds"] >= item.limit:
+                    active.remove(item)
+                _write(store, until, lengths, earlier)
+                bar.update(job, completed=sum(x.status["rounds"] if not x.final else x.n for x in lengths),
+                           samples=_count(outcome))
+    return rest
+
+
+def _score_turn(item: Length, rounds: range, done: set[str], backend: Any, ready: Any, store: RunStore, outcome: Any,
+                batch_size: int) -> bool:
+    """Generate, send and store the missing samples of `rounds` at one length; True if one failed."""
+    from ctxbench.harness.runner import _row, request
+
+    gen, tmpl, suite = ready.plan.generation, ready.renderer.template_kwargs, ready.plan.suite
+    asks = []
+    for cell in item.cells:
+        todo = [j for j in rounds if j < cell.planned and f"{cell.task.name}@{item.length}#{j}" not in done]
+        if todo:
+            samples = datasets.iter_samples(cell.task, length=item.length, indices=todo, seed=suite.seed, ctx=ready.ctx)
+            asks += [(cell.task, s) for s in samples]
+    asks.sort(key=lambda a: a[1].prompt)  # shared prefixes adjacent (prefix caches)
+    failed = False
+    for start in range(0, len(asks), batch_size):
+        batch = asks[start: start + batch_size]
+        preds = backend.generate([request(s, gen, tmpl) for _, s in batch])
+        rows = [_row(task, s, p, gen, ready.ctx.tokenizer) for (task, s), p in zip(batch, preds)]
+        store.append(rows)
+        for row in rows:
+            if row["error"] or row["score"] is None:
+                outcome.errors[error_reason(row["error"] or "no score")] += 1
+                failed = True
+                continue
+            done.add(row["id"])
+            outcome.done += 1
+            item.scores[(row["task"], int(row["index"]))] = adaptive.clip(row["score"])
+    return failed
+
+
+def _write(store: RunStore, until: adaptive.Until, lengths: list[Length], earlier: dict[str, Any]) -> None:
+    cells: dict[str, dict[str, int]] = defaultdict(dict)
+    for item in lengths:
+        for task, n in item.tasks.items():
+            cells[task][str(item.length)] = min(item.status["rounds"], n)
+    adaptive.write_state(store.dir, until, {x.length: x.status for x in lengths}, dict(cells), earlier)
+
+
+def _count(outcome: Any) -> str:
+    failed = f", {outcome.failed} failed" if outcome.failed else ""
+    return f"{outcome.done} samples{failed}"
