@@ -9,27 +9,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-PLUGIN = REPO / "docs" / "examples" / "ctxbench-plugin-example"
+from tests.test_docs_examples import plugin_site  # noqa: F401 - the plugin example installed once (pip --target)
 
 
 @pytest.fixture(scope="module")
-def plugin_env(tmp_path_factory) -> dict[str, str]:
-    """The plugin example installed as a user installs it (pip, into its own directory put on PYTHONPATH)."""
-    root = tmp_path_factory.mktemp("plugin")
-    shutil.copytree(PLUGIN, root / "src", ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                           "--disable-pip-version-check", "--target", str(root / "site"), str(root / "src")],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(root / "site"), os.environ.get("PYTHONPATH", "")]))}
+def plugin_env(plugin_site: Path) -> dict[str, str]:  # noqa: F811
+    """A user's environment with the plugin example installed (its directory on PYTHONPATH)."""
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(plugin_site), os.environ.get("PYTHONPATH", "")]))}
 
 
 def test_data_methods_lists_every_method_with_its_arguments(user, plugin_env):
