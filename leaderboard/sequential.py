@@ -29,7 +29,7 @@ GRID_POINTS = 2001  # candidate means on [0, 1] for a whole path (step 0.0005), 
 COARSE_POINTS = 201  # one interval: a coarse grid, then the same again inside the two brackets (step 2.5e-5)
 TRUNCATION = 0.5  # bets capped at c/m (c/(1-m)) so that capital never drops by more than half in one round
 HEDGE = 0.5  # weight θ of the "above" bettor; 1-θ for the "below" bettor
-TIME_BLOCK = 256  # rounds per block when scanning long sequences (bounds memory at blocks × grid)
+TIME_BLOCK = 64  # rounds per block when scanning long sequences (bounds memory at block × grid × samples)
 
 RuleKind = Literal["effective-length", "width", "vs"]
 DECISIONS = ("above", "below", "narrow", "positive", "negative", "undecided")
@@ -82,56 +82,65 @@ class Verdict:
     rounds: int
 
 
-def _vertex(x: np.ndarray, per_round: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A round's k samples as the least favourable ones with its mean: (ones, fraction, has_fraction, zeros).
+def _vertex(means: np.ndarray, per_round: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rounds given by their mean of k samples in [0, 1], as the least favourable samples with that mean:
+    support points (1, fraction, 0) with weights (ones, 1 if a fraction, zeros), shape (..., T, 3).
 
     log(1 + b(x - m)) is concave in x, so over samples in [0, 1] with a given sum the round's capital is lowest
-    at a vertex: floor(sum) ones, one fractional sample, zeros. Exact for 0/1 scores and for per_round=1."""
-    total = np.round(x * per_round, 9)
+    at a vertex of that set: floor(sum) ones, one fractional sample, zeros. Exact for 0/1 scores and k = 1."""
+    total = np.round(means * per_round, 9)
     ones = np.minimum(np.floor(total), per_round)
     fraction = total - ones
     has_fraction = (fraction > 0).astype(float)
-    return ones, fraction, has_fraction, per_round - ones - has_fraction
+    points = np.stack([np.ones_like(means), fraction, np.zeros_like(means)], axis=-1)
+    return points, np.stack([ones, has_fraction, per_round - ones - has_fraction], axis=-1)
 
 
-def _bets(x: np.ndarray, alpha: float, per_round: int) -> np.ndarray:
+def _rounds(values, per_round: int, lower: float, upper: float, *, batch: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Rounds as (points, weights), shape (R, T, P), scaled to [0, 1]. A round is its mean over per_round
+    samples, or the list of its samples' own values (then ties such as equal paired scores cost nothing)."""
+    rows = values if batch else [values]
+    if isinstance(rows, np.ndarray) or all(np.ndim(round_) == 0 for row in rows for round_ in row):
+        array = np.clip((np.asarray(rows, dtype=float) - lower) / (upper - lower), 0.0, 1.0)
+        return _vertex(array, per_round) if array.ndim == 2 else (array, np.ones_like(array))
+    width = max((len(round_) for row in rows for round_ in row), default=1)
+    points = np.zeros((len(rows), max(len(row) for row in rows), width))
+    weights = np.zeros_like(points)
+    for r, row in enumerate(rows):
+        for t, round_ in enumerate(row):
+            points[r, t, :len(round_)] = np.clip((np.asarray(round_, dtype=float) - lower) / (upper - lower), 0, 1)
+            weights[r, t, :len(round_)] = 1.0
+    return points, weights
+
+
+def _bets(points: np.ndarray, weights: np.ndarray, alpha: float) -> np.ndarray:
     """Predictable plug-in bets (WSR eq. 26) per sample, one per round: round t's bet uses only rounds before t."""
-    ones, fraction, has_fraction, zeros = _vertex(x, per_round)
-    t = np.arange(1, x.shape[-1] + 1, dtype=float)
-    seen = t * per_round
-    mean_through = (0.5 + np.cumsum(x * per_round, axis=-1)) / (seen + 1)
-    spread = ones * (1 - mean_through) ** 2 + has_fraction * (fraction - mean_through) ** 2 + zeros * mean_through ** 2
+    seen = np.cumsum(weights.sum(axis=-1), axis=-1)
+    mean_through = (0.5 + np.cumsum((weights * points).sum(axis=-1), axis=-1)) / (seen + 1)
+    spread = (weights * (points - mean_through[..., None]) ** 2).sum(axis=-1)
     var_through = (0.25 + np.cumsum(spread, axis=-1)) / (seen + 1)
-    var_before = np.concatenate([np.full(x.shape[:-1] + (1,), 0.25), var_through[..., :-1]], axis=-1)
-    return np.sqrt(2 * math.log(2 / alpha) / (seen * np.log1p(seen) * var_before))
+    var_before = np.concatenate([np.full(seen.shape[:-1] + (1,), 0.25), var_through[..., :-1]], axis=-1)
+    return np.sqrt(2 * math.log(2 / alpha) / (np.maximum(seen, 1) * np.log1p(np.maximum(seen, 1)) * var_before))
 
 
-def _capital_blocks(x: np.ndarray, alpha: float, grid: np.ndarray, per_round: int):
+def _capital_blocks(points: np.ndarray, weights: np.ndarray, alpha: float, grid: np.ndarray):
     """Yield (block_end, log K⁺, log K⁻) with shape (R, B, G): the hedged capitals' logs per round and candidate.
 
     Each round multiplies the capital by prod over its k samples of (1 ± b(x_i - m)) with one bet b: under the
     true mean μ its expectation prod(1 ± b(p_i - μ)) ≤ 1 by AM-GM, whatever the tasks' own p_i."""
-    bets = _bets(x, alpha, per_round)[..., None]
-    ones, fraction, has_fraction, zeros = (part[..., None] for part in _vertex(x, per_round))
-    m = grid[None, None, :]
-    carry_plus = np.full((x.shape[0], 1, grid.size), math.log(HEDGE))
-    carry_minus = np.full((x.shape[0], 1, grid.size), math.log(1 - HEDGE))
+    bets = _bets(points, weights, alpha)[..., None, None]
+    m = grid[None, None, :, None]
+    carry_plus = np.full((points.shape[0], 1, grid.size), math.log(HEDGE))
+    carry_minus = np.full((points.shape[0], 1, grid.size), math.log(1 - HEDGE))
     with np.errstate(divide="ignore"):
         cap_plus, cap_minus = TRUNCATION / m, TRUNCATION / (1 - m)
-    for start in range(0, x.shape[1], TIME_BLOCK):
+    for start in range(0, points.shape[1], TIME_BLOCK):
         block = slice(start, start + TIME_BLOCK)
-        b_plus, b_minus = np.minimum(bets[:, block], cap_plus), -np.minimum(bets[:, block], cap_minus)
-        plus = carry_plus + np.cumsum(_log_factor(b_plus, m, ones[:, block], fraction[:, block],
-                                                  has_fraction[:, block], zeros[:, block]), axis=1)
-        minus = carry_minus + np.cumsum(_log_factor(b_minus, m, ones[:, block], fraction[:, block],
-                                                    has_fraction[:, block], zeros[:, block]), axis=1)
+        x, w = points[:, block, None, :], weights[:, block, None, :]
+        plus = carry_plus + np.cumsum((w * np.log1p(np.minimum(bets[:, block], cap_plus) * (x - m))).sum(-1), axis=1)
+        minus = carry_minus + np.cumsum((w * np.log1p(-np.minimum(bets[:, block], cap_minus) * (x - m))).sum(-1), axis=1)
         carry_plus, carry_minus = plus[:, -1:], minus[:, -1:]
         yield start + plus.shape[1], plus, minus
-
-
-def _log_factor(bet, m, ones, fraction, has_fraction, zeros) -> np.ndarray:
-    """log of one round's capital factor at the vertex: sum over samples of log(1 + bet (x - m))."""
-    return ones * np.log1p(bet * (1 - m)) + has_fraction * np.log1p(bet * (fraction - m)) + zeros * np.log1p(-bet * m)
 
 
 def _grid(anchors: Sequence[float]) -> np.ndarray:
@@ -147,47 +156,53 @@ def _endpoints(excluded_low: np.ndarray, excluded_high: np.ndarray, grid: np.nda
     return lo, hi
 
 
-def interval_path(values01: Sequence[float] | np.ndarray, *, alpha: float, per_round: int = 1,
+def interval_path(values: Sequence, *, alpha: float, per_round: int = 1, lower: float = 0.0, upper: float = 1.0,
                   anchors: Sequence[float] = ()) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) after every round, running intersection, for round means in [0, 1] of per_round samples each;
-    anchors are put on the grid."""
-    x = np.clip(np.asarray(values01, dtype=float), 0.0, 1.0)[None, :]
-    grid, barrier = _grid(anchors), math.log(1 / alpha)
+    """(lo, hi) after every round (running intersection), on a grid holding the anchors; rounds as in verdict()."""
+    if not len(values):
+        return np.zeros(0), np.zeros(0)
+    points, weights = _rounds(values, per_round, lower, upper, batch=False)
+    lo, hi = _path(points, weights, alpha, _grid([(a - lower) / (upper - lower) for a in anchors]))
+    return lower + (upper - lower) * lo, lower + (upper - lower) * hi
+
+
+def _path(points: np.ndarray, weights: np.ndarray, alpha: float, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    barrier = math.log(1 / alpha)
     los, his = [], []
     best_plus = np.full((1, 1, grid.size), -np.inf)
     best_minus = np.full((1, 1, grid.size), -np.inf)
-    for _, plus, minus in _capital_blocks(x, alpha, grid, per_round):
+    for _, plus, minus in _capital_blocks(points, weights, alpha, grid):
         best_plus = np.maximum.accumulate(np.concatenate([best_plus, plus], axis=1), axis=1)
         best_minus = np.maximum.accumulate(np.concatenate([best_minus, minus], axis=1), axis=1)
         lo, hi = _endpoints(best_plus[0, 1:] >= barrier, best_minus[0, 1:] >= barrier, grid)
         los.append(lo)
         his.append(hi)
         best_plus, best_minus = best_plus[:, -1:], best_minus[:, -1:]
-    if not los:
-        return np.zeros(0), np.zeros(0)
     return np.concatenate(los), np.concatenate(his)
 
 
-def confidence_sequence(values: Sequence[float], *, alpha: float, lower: float = 0.0, upper: float = 1.0,
+def confidence_sequence(values: Sequence, *, alpha: float, lower: float = 0.0, upper: float = 1.0,
                         per_round: int = 1) -> tuple[float, float]:
     """Anytime-valid (1-alpha) interval for the mean of independent bounded values observed so far.
 
-    per_round: each value is the mean of that many independent samples in [lower, upper] (a round over k
-    tasks); passing k narrows the interval to the samples' own spread, valid whatever the tasks' means."""
+    A value is a round: a float, the mean of per_round independent samples in [lower, upper] (a round over k
+    tasks: passing k narrows the interval to the samples' own spread, valid whatever the tasks' means), or the
+    list of the round's sample values (tighter still when they are not 0/1, e.g. paired differences)."""
     return _scaled_interval(values, alpha=alpha, lower=lower, upper=upper, per_round=per_round, anchors=())
 
 
-def _scaled_interval(values: Sequence[float], *, alpha: float, lower: float, upper: float, per_round: int,
+def _scaled_interval(values: Sequence, *, alpha: float, lower: float, upper: float, per_round: int,
                      anchors: Sequence[float]) -> tuple[float, float]:
+    """The interval after the last round: a coarse grid, then a fine one inside the two brackets where it ends."""
     if not len(values):
         return lower, upper
     span = upper - lower
-    x = np.clip((np.asarray(values, dtype=float) - lower) / span, 0.0, 1.0)[None, :]
+    points, weights = _rounds(values, per_round, lower, upper, batch=False)
     barrier = math.log(1 / alpha)
     coarse = np.unique(np.concatenate([np.linspace(0.0, 1.0, COARSE_POINTS), [(a - lower) / span for a in anchors]]))
-    low, high = _excluded_ever(x, alpha, coarse, per_round, barrier)
+    low, high = _excluded_ever(points, weights, alpha, coarse, barrier)
     fine = np.concatenate([_bracket(coarse, low.sum() - 1), _bracket(coarse, coarse.size - high.sum() - 1)])
-    fine_low, fine_high = _excluded_ever(x, alpha, fine, per_round, barrier)
+    fine_low, fine_high = _excluded_ever(points, weights, alpha, fine, barrier)
     lo = max([0.0, *coarse[low], *fine[fine_low]])  # excluded tails are a prefix and a suffix of [0, 1]
     hi = min([1.0, *coarse[high], *fine[fine_high]])
     return float(lower + span * lo), float(lower + span * hi)
@@ -200,13 +215,14 @@ def _bracket(grid: np.ndarray, index: int) -> np.ndarray:
     return np.linspace(grid[index], grid[index + 1], COARSE_POINTS)
 
 
-def _excluded_ever(x: np.ndarray, alpha: float, grid: np.ndarray, per_round: int,
+def _excluded_ever(points: np.ndarray, weights: np.ndarray, alpha: float, grid: np.ndarray,
                    barrier: float) -> tuple[np.ndarray, np.ndarray]:
     """Which candidates the low and the high bettor have excluded at some round so far (running intersection)."""
     best_plus, best_minus = np.full(grid.size, -np.inf), np.full(grid.size, -np.inf)
-    for _, plus, minus in _capital_blocks(x, alpha, grid, per_round):
-        best_plus = np.maximum(best_plus, plus[0].max(axis=0))
-        best_minus = np.maximum(best_minus, minus[0].max(axis=0))
+    if grid.size:
+        for _, plus, minus in _capital_blocks(points, weights, alpha, grid):
+            best_plus = np.maximum(best_plus, plus[0].max(axis=0))
+            best_minus = np.maximum(best_minus, minus[0].max(axis=0))
     return best_plus >= barrier, best_minus >= barrier
 
 
@@ -222,12 +238,14 @@ def decide(rule: StopRule, lo: float, hi: float) -> str:
     return "undecided"
 
 
-def verdict(rule: StopRule, values: Sequence[float], *, per_round: int = 1) -> Verdict:
+def verdict(rule: StopRule, values: Sequence, *, per_round: int = 1) -> Verdict:
     """values: one per round (the round mean over tasks at one length; for vs, the round mean of paired
     differences in [-1, 1]). settled=True when the rule's decision is reached.
 
     per_round: the number of tasks averaged in each round. Pass it: the default 1 is valid but treats each
-    round mean as one sample in [0, 1], which needs several times more rounds to settle."""
+    round mean as one sample in [0, 1], which needs several times more rounds to settle. A round may instead be
+    the list of its tasks' values (per_round is then their count): for vs, ties (both models right or both
+    wrong) then cost nothing, where a mean cannot tell them from one win and one loss."""
     lower, upper = rule.bounds
     point = rule.decision_point
     lo, hi = _scaled_interval(values, alpha=rule.alpha_each, lower=lower, upper=upper, per_round=per_round,
@@ -236,26 +254,24 @@ def verdict(rule: StopRule, values: Sequence[float], *, per_round: int = 1) -> V
     return Verdict(settled=decision != "undecided", decision=decision, lo=lo, hi=hi, rounds=len(values))
 
 
-def first_settled(rule: StopRule, rounds: np.ndarray, *, per_round: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """For R sequences of round values, shape (R, T): the round count at which each settles (T if it never
-    does) and its decision. The same arithmetic as verdict(), vectorised over sequences for simulation."""
-    values = np.atleast_2d(np.asarray(rounds, dtype=float))
-    count, length = values.shape
-    if rule.kind == "width":
-        return _first_narrow(rule, values, per_round)
+def first_settled(rule: StopRule, rounds, *, per_round: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """For R sequences of rounds, shape (R, T) of round means or (R, T, k) of sample values: the round count at
+    which each settles (T if it never does) and its decision. verdict()'s arithmetic, vectorised for simulation."""
     lower, upper = rule.bounds
-    x = np.clip((values - lower) / (upper - lower), 0.0, 1.0)
+    points, weights = _rounds(np.asarray(rounds, dtype=float), per_round, lower, upper, batch=True)
+    count, length = points.shape[:2]
+    if rule.kind == "width":
+        return _first_narrow(rule, points, weights)
     point = np.array([(rule.decision_point - lower) / (upper - lower)])
     barrier = math.log(1 / rule.alpha_each)
     stop = np.full(count, length)
     decision = np.full(count, "undecided", dtype=object)
-    for end, plus, minus in _capital_blocks(x, rule.alpha_each, point, per_round):
-        for crossed, name in ((plus[..., 0] >= barrier, "above"), (minus[..., 0] >= barrier, "below")):
+    for end, plus, minus in _capital_blocks(points, weights, rule.alpha_each, point):
+        for crossed, side in ((plus[..., 0] >= barrier, "above"), (minus[..., 0] >= barrier, "below")):
             first = np.where(crossed.any(axis=1), crossed.argmax(axis=1) + end - crossed.shape[1] + 1, length + 1)
-            better = (decision == "undecided") | (first < stop)
-            take = better & (first <= length) & ((decision == "undecided") | (first < stop))
+            take = (first <= length) & ((decision == "undecided") | (first < stop))
             stop = np.where(take, first, stop)
-            decision = np.where(take, _renamed(rule, name), decision)
+            decision = np.where(take, _renamed(rule, side), decision)
     return stop, decision
 
 
@@ -263,11 +279,11 @@ def _renamed(rule: StopRule, side: str) -> str:
     return side if rule.kind == "effective-length" else {"above": "positive", "below": "negative"}[side]
 
 
-def _first_narrow(rule: StopRule, values: np.ndarray, per_round: int) -> tuple[np.ndarray, np.ndarray]:
+def _first_narrow(rule: StopRule, points: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     stops, decisions = [], []
-    for row in values:
-        lo, hi = interval_path(np.clip(row, 0.0, 1.0), alpha=rule.alpha_each, per_round=per_round)
+    for r in range(points.shape[0]):
+        lo, hi = _path(points[r:r + 1], weights[r:r + 1], rule.alpha_each, _grid(()))
         narrow = (hi - lo) < rule.width
-        stops.append(int(narrow.argmax()) + 1 if narrow.any() else row.size)
+        stops.append(int(narrow.argmax()) + 1 if narrow.any() else lo.size)
         decisions.append("narrow" if narrow.any() else "undecided")
     return np.array(stops), np.array(decisions, dtype=object)

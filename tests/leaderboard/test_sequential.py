@@ -54,6 +54,17 @@ def test_rounds_of_tasks_narrow_the_interval_and_keep_the_mean():
     assert narrow[1] - narrow[0] < 0.6 * (wide[1] - wide[0])
 
 
+def test_rounds_as_sample_lists_match_means_for_0_1_and_count_ties_as_nothing():
+    rng = np.random.default_rng(5)
+    correct = (rng.random((80, 13)) < 0.9).astype(float)
+    assert confidence_sequence(correct.tolist(), alpha=0.05) == confidence_sequence(correct.mean(axis=1), alpha=0.05,
+                                                                                     per_round=13)
+    diffs = (rng.random((200, 13)) < 0.6).astype(float) - (rng.random((200, 13)) < 0.5)
+    listed = confidence_sequence(diffs.tolist(), alpha=0.05, lower=-1, upper=1)
+    averaged = confidence_sequence(diffs.mean(axis=1), alpha=0.05, lower=-1, upper=1, per_round=13)
+    assert averaged[0] < listed[0] < diffs.mean() < listed[1] < averaged[1]
+
+
 def test_interval_scales_to_other_bounds():
     diffs = [0.2, 0.4, 0.0, 0.6, 0.2] * 8
     lo, hi = confidence_sequence(diffs, alpha=0.05, lower=-1.0, upper=1.0)

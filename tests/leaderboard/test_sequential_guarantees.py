@@ -49,12 +49,20 @@ def task_accuracies(mean: float, spread: float = 1.0) -> np.ndarray:
     return special.expit(special.logit(mean) + z + shift)
 
 
+def simulate_samples(seeds: np.ndarray, length_id: int, accuracies: np.ndarray, rounds: int) -> np.ndarray:
+    """(runs, rounds, tasks) 0/1 scores: sample r of task t is correct iff its hash falls under t's accuracy."""
+    index = np.arange(rounds)[None, :, None]
+    task = np.arange(TASKS)[None, None, :]
+    parts = []
+    for chunk in np.array_split(seeds, max(1, len(seeds) // 1000)):  # bounded memory at 10,000 runs
+        u = sample_uniform(chunk[:, None, None], task, length_id, index)
+        parts.append((u < accuracies[None, None, :]).astype(np.float32))
+    return np.concatenate(parts)
+
+
 def simulate_rounds(seeds: np.ndarray, length_id: int, accuracies: np.ndarray, rounds: int) -> np.ndarray:
-    """(runs, rounds) round means: sample r of every task, correct iff its hash falls under the task's accuracy."""
-    index = np.arange(rounds)[None, None, :]
-    task = np.arange(TASKS)[None, :, None]
-    u = sample_uniform(seeds[:, None, None], task, length_id, index)
-    return (u < accuracies[None, :, None]).mean(axis=1)
+    """(runs, rounds) round means over the tasks."""
+    return simulate_samples(seeds, length_id, accuracies, rounds).mean(axis=2, dtype=float)
 
 
 def settled_against(threshold: float, rounds: np.ndarray, looks: int) -> tuple[np.ndarray, np.ndarray]:
@@ -86,14 +94,33 @@ def check_profile(runs: int) -> None:
     assert missed <= ALPHA + 0.01, f"coverage at the stopping time {1 - missed:.3%} < 1 - α"
 
 
-def check_null_sign(runs: int, rounds: int = 500) -> None:
+def null_sign_errors(runs: int, rounds: int = 500) -> float:
+    """Two models with the same accuracies, compared with --vs on each round's per-task differences (ties
+    cost nothing there, so this is the sharper of the two forms): the share of runs whose sign settles."""
     seeds = np.arange(runs, dtype=np.uint64)
     accuracies = task_accuracies(0.8)
-    ours = simulate_rounds(seeds + np.uint64(11_000_000), 0, accuracies, rounds)
-    theirs = simulate_rounds(seeds + np.uint64(22_000_000), 0, accuracies, rounds)
-    _, decision = first_settled(StopRule("vs", alpha=ALPHA), ours - theirs, per_round=TASKS)
-    sign_errors = (decision != "undecided").mean()
+    settled = []
+    for chunk in np.array_split(seeds, max(1, runs // 1000)):
+        ours = simulate_samples(chunk + np.uint64(11_000_000), 0, accuracies, rounds)
+        theirs = simulate_samples(chunk + np.uint64(22_000_000), 0, accuracies, rounds)
+        _, decision = first_settled(StopRule("vs", alpha=ALPHA), ours - theirs)
+        settled.append(decision != "undecided")
+    return float(np.concatenate(settled).mean())
+
+
+def at_threshold_settled(runs: int, rounds: int = 500) -> float:
+    """One length whose mean is exactly the threshold, all of α on it: every settled verdict is wrong."""
+    accuracies = task_accuracies(THRESHOLD)
+    values = simulate_rounds(np.arange(runs, dtype=np.uint64) + np.uint64(44_000_000), 0, accuracies, rounds)
+    _, decision = settled_against(float(accuracies.mean()), values, looks=1)
+    return float((decision != "undecided").mean())
+
+
+def check_null_sign(runs: int) -> None:
+    sign_errors = null_sign_errors(runs)
     assert sign_errors <= ALPHA + 0.01, f"sign settled under a true null in {sign_errors:.3%} of runs"
+    at_threshold = at_threshold_settled(runs)
+    assert at_threshold <= ALPHA + 0.01, f"a length at the threshold settled in {at_threshold:.3%} of runs"
 
 
 def test_wrong_verdicts_and_coverage_at_stopping_time():
@@ -105,7 +132,7 @@ def test_sign_error_under_a_true_null():
 
 
 def test_width_rule_covers_at_its_stopping_time():
-    runs, accuracies = 200, task_accuracies(0.9)
+    runs, accuracies = 100, task_accuracies(0.9)
     values = simulate_rounds(np.arange(runs, dtype=np.uint64) + np.uint64(33_000_000), 0, accuracies, 200)
     rule = StopRule("width", alpha=ALPHA, width=0.08)
     stops, decisions = first_settled(rule, values, per_round=TASKS)
@@ -134,3 +161,15 @@ def test_the_simulator_catches_peeking_with_a_fixed_n_interval():
 def test_guarantees_over_ten_thousand_runs():
     check_profile(10_000)
     check_null_sign(10_000)
+
+
+if __name__ == "__main__":  # the published figures: python tests/leaderboard/test_sequential_guarantees.py 10000
+    import sys
+
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000
+    wrong, missed = run_profile(count)
+    print(f"{count} runs, 13 tasks, N=500, alpha {ALPHA}")
+    print(f"profile {PROFILE} vs {THRESHOLD}, looks 6: wrong settled verdicts {wrong:.4f}, "
+          f"coverage at the stopping time {1 - missed:.4f}")
+    print(f"one length at the threshold, looks 1: settled (all wrong) {at_threshold_settled(count):.4f}")
+    print(f"--vs under a true null: sign settled {null_sign_errors(count):.4f}")
