@@ -1,7 +1,7 @@
 """Quest (query-centric synthesis, Algorithm 1): group documents that answer similar queries.
 
-Per document: a query per segment (doc2query with a local seq2seq model, or the offline fallback in
-rake.fallback_query), RAKE keywords of the queries filtered to score >= min_keyword_score, at least
+Per document: a query per segment (doc2query with a local seq2seq model, a generator model prompted through
+the one generator client (trainers/data/generator.py, calls cached), or the offline fallback in rake.fallback_query), RAKE keywords of the queries filtered to score >= min_keyword_score, at least
 4 characters and not a stop keyword, and one of them drawn at random as the document's keyword.
 Documents sharing a keyword form an inverted index. Indexes sorted by size ascending are split: the
 first floor(split_ratio * |I|) are the short set I_s, the rest the long set I_l. Each sequence picks
@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ctxbench.harness.core.io import atomic_write
+from ctxbench.trainers.data.generator import GeneratorConfig, method_defaults
 from ctxbench.trainers.data.methods import register_method
 from ctxbench.trainers.data.packing import Packer, epoch_order
 from ctxbench.trainers.data.rake import STOP_KEYWORDS, fallback_query, keywords
@@ -42,9 +44,28 @@ class QuestArgs(BaseModel):
     segment_tokens: int = Field(512, ge=16, description="predict one query per segment of this many LM tokens")
     max_segments: int = Field(8, ge=1, description="at most this many segments (queries) per document")
     query_phrases: int = Field(3, ge=1, description="fallback query: number of top RAKE phrases of the segment")
+    query_generator: GeneratorConfig | None = Field(None, description="a ctxbench generator that writes each segment's "
+                                                    "query (QUERY_PROMPT; calls cached beside the corpus cache); "
+                                                    "instead of query_model")
+
+    @field_validator("query_generator", mode="before")
+    @classmethod
+    def _generator_defaults(cls, v):
+        return method_defaults(v, max_new_tokens=32)
+
+    @model_validator(mode="after")
+    def _one_query_writer(self):
+        if self.query_model and self.query_generator:
+            raise ValueError("give query_model (a seq2seq doc2query model) or query_generator, not both")
+        return self
+
+
+QUERY_PROMPT = ("Write the search query that the passage below answers best. Reply with the query only.\n\n{passage}")
 
 
 def _queries(texts: list[str], args: QuestArgs, model=None) -> list[str]:
+    if hasattr(model, "complete"):  # a GeneratorClient
+        return [q.strip() for q in model.complete([QUERY_PROMPT.format(passage=t) for t in texts])]
     if model is None:
         return [fallback_query(t, args.query_phrases) for t in texts]
     tok, m = model
@@ -68,17 +89,30 @@ def _load_query_model(path: str):
                           "give a local seq2seq model directory or leave it unset") from None
 
 
+def _query_writer(args: QuestArgs, cache: Path):
+    """The generator client of query_generator (built lazily: a cached run loads no model), else None."""
+    if args.query_generator is None:
+        return None
+    from ctxbench.trainers.data.generator import GeneratorClient
+
+    return GeneratorClient(args.query_generator, cache_dir=cache / "quest-calls")
+
+
 def document_keywords(corpus, args: QuestArgs, progress=None) -> list[list[str]]:
     """Candidate keywords per document (before the random pick), cached per corpus view and query settings."""
     from ctxbench.trainers.data.retrievers import derived_dir
 
     settings = args.model_dump(include={"min_keyword_score", "min_keyword_chars", "stop_keywords", "query_model",
                                         "segment_tokens", "max_segments", "query_phrases"})
+    model = _query_writer(args, derived_dir(corpus))
+    if args.query_generator is not None:  # by its fingerprint: what cannot change a query leaves the key alone
+        settings["query_generator"] = model.fingerprint
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
     path = derived_dir(corpus) / f"quest-keywords-{key}.jsonl"
     if path.exists():
         return [json.loads(line) for line in path.read_text().splitlines()]
-    model = _load_query_model(args.query_model) if args.query_model else None
+    if args.query_model:
+        model = _load_query_model(args.query_model)
     stop = STOP_KEYWORDS | {s.lower() for s in args.stop_keywords}
     seg, out = args.segment_tokens, []
     batch = 256
