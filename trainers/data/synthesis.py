@@ -102,7 +102,8 @@ def read_manifest(out_dir: str | Path) -> dict[str, Any] | None:
 
 
 def envelope(method: str, ident: Identity, *, complete: bool = False, drops: Mapping[str, int] | None = None) -> dict[str, Any]:
-    """The fields every manifest starts with; drops are counts by reason, zero counts left out, sorted."""
+    """The fields every manifest carries (a dict manifest starts with them); drops are counts by reason, zero counts
+    left out, sorted."""
     return {"schema": SCHEMA, "method": method, "identity": ident.as_dict(), "complete": complete,
             "drops": dict(sorted((k, v) for k, v in (drops or {}).items() if v))}
 
