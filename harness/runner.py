@@ -154,8 +154,8 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
         if fresh:
             store.reset()
             if plan.shard[1] == 1:
-                for path in store.dir.glob("lmeval_results.json"):
-                    path.unlink()
+                for path in [*store.dir.glob("lmeval_results.json"), *store.dir.glob("adaptive.json")]:
+                    path.unlink()  # lm-eval's results and a sequential run's verdicts go with the rows
         record, session = _record(ready, backend)
         store.begin(record, session)
         console.print(ready.estimate.line(), highlight=False, style="dim")  # after the refusals: those stay one line
