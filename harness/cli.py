@@ -69,6 +69,8 @@ def score(
     data_dir: Optional[Path] = typer.Option(None, help="local data (pg_essays/, squad/, hotpotqa/); env CTXBENCH_DATA_DIR"),
     fresh: bool = typer.Option(False, help="discard earlier results of this run and start over"),
     label: Optional[str] = typer.Option(None, help="display name on leaderboards (default: the model)"),
+    judge_budget: Optional[str] = typer.Option(None, "--judge-budget", help="LLM-judge tasks (judge/*): the paid judge "
+                                               "calls allowed, N or calls=N,tokens=N; a run over it is refused before it starts"),
     rope_scaling: Optional[str] = typer.Option(None, help="zero-shot context extension TYPE:FACTOR (linear, dynamic, yarn, llama3)"),
     shard: Optional[str] = typer.Option(None, help="score part i of n (e.g. 0/4); parts share one run directory"),
     model_args: Optional[str] = typer.Option(None, "--model_args", "--model-args", help="lm-eval's K=V,K=V: pretrained= is "
@@ -99,11 +101,13 @@ def score(
                                       "once the sign of the paired difference is settled"),
 ):
     """Score a model on a suite; rerunning the same command resumes."""
+    from ctxbench.harness.judge import parse_budget
     from ctxbench.harness.runner import RunInterrupted, RunPlan, run
     from ctxbench.harness.summary import table
 
     if samples is not None and samples < 1:
         raise ConfigError("--samples: must be at least 1")
+    budget = parse_budget(judge_budget)  # checked against the plan's judge calls before anything is written
     choice = lmeval_model(model=model, backend=backend, store=store_dir, model_args=model_args, output_path=output_path)
     generation = protocol(thinking=thinking, max_thinking_tokens=max_thinking_tokens, system_prompt=system_prompt,
                           gen_kwargs=",".join(gen_kwargs) or None, repeats=repeats, backend=choice.backend)
@@ -126,7 +130,7 @@ def score(
     plan = RunPlan(s, model, choice.backend, args, store_dir, _data_dir(data_dir), label or "", _shard(shard), generation,
                    sequential)
     try:
-        outcome = run(plan, fresh=fresh, console=err)
+        outcome = run(plan, fresh=fresh, console=err, judge_budget=budget)
     except RunInterrupted as e:
         o = e.outcome
         err.print(f"interrupted at {o.done}/{o.planned}; rerun the same command to resume", highlight=False)

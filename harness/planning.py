@@ -31,6 +31,7 @@ from ctxbench.harness.core.prompting import PromptRenderer
 from ctxbench.harness.core.redact import redact_all, url_secrets
 from ctxbench.harness.core.store import RunStore, check_identity
 from ctxbench.harness.core.types import EXECUTION_ARGS, Generation, repeat_id
+from ctxbench.harness.judge import JudgeBudget, JudgeCost, check_budget, judge_cost
 from ctxbench.harness.plan_size import Estimate, check_size, estimate
 
 
@@ -130,14 +131,16 @@ class Prepared:
     estimate: Estimate
     done: frozenset[str]
     complete: bool  # every planned sample is stored: nothing to score, nothing to load
+    judge: JudgeCost = JudgeCost(0, 0)  # paid judge calls of the samples still to score (harness/judge.py)
 
     @property
     def planned(self) -> int:
         return sum(len(c.indices) * c.repeats for c in self.cells)
 
 
-def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None) -> Prepared:
-    """Every check of the plan, in order of cost; nothing is written (not even the sample cache)."""
+def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None, judge_budget: JudgeBudget | None = None) -> Prepared:
+    """Every check of the plan, in order of cost; nothing is written (not even the sample cache). A run with paid
+    judge calls needs a `judge_budget` that covers them (--judge-budget)."""
     suite = plan.suite
     check_size(suite, batch_size=int(plan.backend_args.get("batch_size") or 1))
     model = backend if backend is not None else open_model(plan, suite.truncation)
@@ -167,9 +170,11 @@ def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None) -> Prepa
             done = frozenset(store.done_ids())
     complete = bool(done) and all(j in done for c in cells for j in c.ids()) and (
         i != 0 or all(t.is_complete(store.dir) for t in external))
+    judge = judge_cost(cells, done)
+    check_budget(judge, judge_budget)
     if not complete:
         _check_tasks(cells, ctx, suite.seed, done)
-    return Prepared(plan, model, renderer, ctx, cells, external, store, identity, size, done, complete)
+    return Prepared(plan, model, renderer, ctx, cells, external, store, identity, size, done, complete, judge)
 
 
 def _check_tasks(cells: list[Cell], ctx: GenContext, seed: int, done: frozenset[str]) -> None:

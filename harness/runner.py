@@ -132,13 +132,16 @@ def training_provenance(model: str) -> dict[str, Any]:
     return {k: manifest.get(k) for k in PROVENANCE if k in manifest}
 
 
-def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, backend: Any = None) -> RunOutcome:
+def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, backend: Any = None,
+        judge_budget: Any = None) -> RunOutcome:
     """Score the plan's suite into the store; rerunning resumes. `backend` overrides building one (tests, notebooks).
 
     Three steps: prepare (every check, nothing written, no weights), build the backend's weights (unless the run is
     already complete: then the store alone answers), score."""
     console = console or Console(stderr=True)
-    ready = prepare(plan, fresh=fresh, backend=backend)
+    ready = prepare(plan, fresh=fresh, backend=backend, judge_budget=judge_budget)
+    if ready.judge.calls:  # the cost of a paid judge, said before the run (refused over --judge-budget by prepare)
+        console.print(ready.judge.line(), highlight=False, style="dim")
     plan = ready.plan  # its thinking mode resolved
     if ready.complete:
         console.print(f"{ready.store.dir.name}: all {ready.planned} samples are scored already; the table is from the store",
@@ -344,7 +347,7 @@ def _row(task, s: Sample, p: Prediction, gen: Generation = Generation(), tokeniz
          repeat: int = 0) -> dict[str, Any]:
     """A sample's row; in thinking mode the reasoning is split off first (_thinking) and only the answer is scored."""
     answer, finished, thinking = _thinking(s, p, tokenizer) if gen.on and not p.error else (p.text, True, {})
-    score = None if p.error else task.score(answer, s) if finished else 0.0
+    score, judged, failed = (None, {}, None) if p.error else _score(task, answer, s) if finished else (0.0, {}, None)
     return {
         "id": repeat_id(s.id, repeat), "task": s.task, "category": task.category, "length": s.length, "index": s.index,
         "depths": list(s.depths), "prompt_hash": s.prompt_hash, "prompt_tokens": p.prompt_tokens or s.prompt_tokens,
@@ -353,10 +356,19 @@ def _row(task, s: Sample, p: Prediction, gen: Generation = Generation(), tokeniz
         "prefill_seconds": None if p.prefill_seconds is None else round(p.prefill_seconds, 4),
         "decode_seconds": None if p.decode_seconds is None else round(p.decode_seconds, 4),
         "metric": s.metric, "score": score, "empty": is_empty(answer),
-        "answers": list(s.answers), "truncated_tokens": p.truncated_tokens, "error": p.error,
+        "answers": list(s.answers), "truncated_tokens": p.truncated_tokens, "error": p.error or failed,
         "depth": s.meta.get("depth"), "position": s.meta.get("position"),
         "cluster": s.meta.get("cluster"),  # samples sharing a haystack or document (None: independent); stats.py
         "meta": {k: v for k, v in s.meta.items() if k not in ("depth", "position", "user_text", "cluster")},
         **thinking,  # reasoning, reasoning_tokens, reasoning_format, answer_tokens, failure (docs/thinking.md)
         **({"repeat": repeat} if gen.repeats > 1 else {}),  # which generation of the sample (--repeats)
     }
+        **judged,  # an LLM judge's model, version and verdict (tasks/judge.py)
+
+
+def _score(task, answer: str, s: Sample) -> tuple[float | None, dict[str, Any], str | None]:
+    """(score, extra row fields, error): a task that scores through a paid judge (score_row) may fail, and then the
+    sample is an error row that a rerun retries, never a 0."""
+    if hasattr(task, "score_row"):
+        return task.score_row(answer, s)
+    return task.score(answer, s), {}, None
