@@ -362,8 +362,8 @@ def _row(task, s: Sample, p: Prediction, gen: Generation = Generation(), tokeniz
         "meta": {k: v for k, v in s.meta.items() if k not in ("depth", "position", "user_text", "cluster")},
         **thinking,  # reasoning, reasoning_tokens, reasoning_format, answer_tokens, failure (docs/thinking.md)
         **({"repeat": repeat} if gen.repeats > 1 else {}),  # which generation of the sample (--repeats)
-    }
         **judged,  # an LLM judge's model, version and verdict (tasks/judge.py)
+    }
 
 
 def _score(task, answer: str, s: Sample) -> tuple[float | None, dict[str, Any], str | None]:
