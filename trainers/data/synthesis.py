@@ -105,7 +105,12 @@ def envelope(method: str, ident: Identity, *, complete: bool = False, drops: Map
     """The fields every manifest carries (a dict manifest starts with them); drops are counts by reason, zero counts
     left out, sorted."""
     return {"schema": SCHEMA, "method": method, "identity": ident.as_dict(), "complete": complete,
-            "drops": dict(sorted((k, v) for k, v in (drops or {}).items() if v))}
+            "drops": drop_counts(drops)}
+
+
+def drop_counts(drops: Mapping[str, int] | None) -> dict[str, int]:
+    """Drops as every manifest records them: reason -> count, zero counts left out, sorted by reason."""
+    return dict(sorted((k, v) for k, v in (drops or {}).items() if v))
 
 
 def _what_differs(found: Mapping[str, Any], ident: Identity) -> str | None:
@@ -144,6 +149,27 @@ def synthesize(method: str | SynthesisMethod, config: BaseModel, **kwargs: Any) 
     with output_writer(out, what=f"out_dir {out}", fix="wait for it to finish, or give another out_dir"):
         check_out_dir(out, ident)  # another process may have written it meanwhile
         return spec.run(config, ident, **kwargs)
+
+
+def list_shard(out: Path, manifest: dict[str, Any], name: str, files: Mapping[str, Any]) -> None:
+    """Write a shard's files (suffix -> text, bytes or a writer function; each atomically), then list the shard and
+    rewrite the manifest atomically: a shard is listed only once all its files are in place, so an interrupted run
+    never lists a torn one and a rerun knows where it stopped."""
+    from ctxbench.harness.core.io import atomic_write, atomic_write_json
+
+    for suffix, data in files.items():
+        atomic_write(out / f"{name}{suffix}", data)
+    manifest.setdefault("shards", []).append(name)
+    atomic_write_json(out / MANIFEST, manifest)
+
+
+def finish(out: Path, manifest: dict[str, Any], drops: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """Mark the manifest complete (with its drops by reason) and write it: the out_dir is now reused as is."""
+    from ctxbench.harness.core.io import atomic_write_json
+
+    manifest.update(complete=True, drops=drop_counts(drops))
+    atomic_write_json(out / MANIFEST, manifest)
+    return manifest
 
 
 def remove_unlisted(out: Path, listed: set[str], patterns: tuple[str, ...]) -> None:

@@ -23,9 +23,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ctxbench.harness.core.config import load_config
 from ctxbench.harness.core.errors import ConfigError
-from ctxbench.harness.core.io import atomic_write, atomic_write_json
 from ctxbench.trainers.data.generator import VOLATILE_BACKEND_ARGS, GeneratorConfig, method_defaults
-from ctxbench.trainers.data.synthesis import Identity, content_hash, envelope, register_synthesis, remove_unlisted
+from ctxbench.trainers.data.synthesis import (
+    Identity,
+    content_hash,
+    envelope,
+    finish,
+    list_shard,
+    register_synthesis,
+    remove_unlisted,
+)
 from ctxbench.trainers.hqa import prompts
 from ctxbench.trainers.hqa.algorithms import Composition, DocumentQAs, concatenate, diverse_specs, hierarchical_steps
 from ctxbench.trainers.hqa.generate import Generator
@@ -314,16 +321,12 @@ def _conversations(cfg: HQADataConfig, tok, out: Path, picks: list[list[int]], p
     return rows, kinds, lengths, answers
 
 
-def _write_shards(out: Path, rows: list[dict[str, Any]], per_shard: int) -> list[str]:
-    """JSON-lines shards of per_shard conversations; shards of an earlier run that are not rewritten go."""
-    (out / MANIFEST).unlink(missing_ok=True)
-    shards = []
+def _write_shards(out: Path, manifest: dict[str, Any], rows: list[dict[str, Any]], per_shard: int) -> None:
+    """JSON-lines shards of per_shard conversations, each listed once written; shards left by a killed run go."""
     for b in range(0, len(rows), per_shard):
-        name = f"shard-{b // per_shard:05d}.jsonl"
-        atomic_write(out / name, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[b: b + per_shard]))
-        shards.append(name)
-    remove_unlisted(out, set(shards), ("shard-*.jsonl",))
-    return shards
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[b: b + per_shard])
+        list_shard(out, manifest, f"shard-{b // per_shard:05d}.jsonl", {"": text})
+    remove_unlisted(out, set(manifest["shards"]), ("shard-*.jsonl",))
 
 
 @register_synthesis("hqa", HQADataConfig, identity=hqa_identity)
@@ -348,12 +351,11 @@ def _hqa(cfg: HQADataConfig, ident: Identity, *, data_dir: Path | None = None, o
     rows, kinds, lengths, answers = _conversations(cfg, tok, out, picks, pools, drops)
     if not rows:
         raise ConfigError(f"out_dir: no conversation survived ({dict(+drops)}); check the generator and target_tokens")
-    shards = _write_shards(out, rows, cfg.shard_samples)
     qas = {kind: sum(len(getattr(pools[i], kind)) for i in used if pools[i]) for kind in ("hierarchical", "diverse")}
     manifest = {
-        **envelope("hqa", ident, complete=True, drops=drops), "config_hash": ident.config, "data_hash": ident.hash,
+        **envelope("hqa", ident, drops=drops), "config_hash": ident.config, "data_hash": ident.hash,
         "generator_fingerprint": gen.fingerprint, "prompts_hash": prompts.prompts_hash(), "tokenizer": cfg.tokenizer,
-        "tokenizer_fingerprint": tokenizer_fingerprint(tok), "shards": shards, "samples": len(rows),
+        "tokenizer_fingerprint": tokenizer_fingerprint(tok), "shards": [], "samples": len(rows),
         "document_budget_tokens": budget,
         "counts": {"documents_read": n_docs, "documents_usable": len(hierarchies), "documents_used": len(used),
                    "qas_requested": {"hierarchical": len(used) * cfg.hierarchical_per_document,
@@ -362,8 +364,8 @@ def _hqa(cfg: HQADataConfig, ident: Identity, *, data_dir: Path | None = None, o
                    "tokens": {"total": sum(lengths), "answer": sum(answers), "max": max(lengths), "min": min(lengths)}},
         "config": cfg.model_dump(mode="json"),
     }
-    atomic_write_json(out / MANIFEST, manifest)
-    return manifest
+    _write_shards(out, manifest, rows, cfg.shard_samples)
+    return finish(out, manifest, drops)
 
 
 def read_conversations(out_dir: str | Path) -> list[dict[str, Any]]:

@@ -31,9 +31,19 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ctxbench.harness.core.errors import ConfigError, CtxbenchError
-from ctxbench.harness.core.io import atomic_write, atomic_write_json
+from ctxbench.harness.core.io import atomic_write_json
 from ctxbench.trainers.data.generator import GeneratorConfig, method_defaults
-from ctxbench.trainers.data.synthesis import Identity, content_hash, envelope, identity, register_synthesis, remove_unlisted
+from ctxbench.trainers.data.synthesis import (
+    Identity,
+    content_hash,
+    drop_counts,
+    envelope,
+    finish,
+    identity,
+    list_shard,
+    register_synthesis,
+    remove_unlisted,
+)
 from ctxbench.trainers.logo.chunks import SCORERS, Chunk, QASample, chunk_sample, load_samples, make_scorer, score_chunks
 from ctxbench.trainers.logo.positions import Layout, choose_mode, prefix_positions, response_positions, slack
 
@@ -277,10 +287,8 @@ def _logo(cfg: LogoDataConfig, ident: Identity, *, progress: Callable[[int, int]
     if not manifest["samples"]:
         raise ConfigError(f"nothing left after filtering {len(samples)} samples ({_counts(drops)}); the generator's replies "
                           "were empty or equal; raise generator.max_new_tokens or check the generator")
-    manifest["complete"] = True
     manifest["data_hash"] = content_hash([ident.hash, manifest["shards"], manifest["real_tokens"]])
-    atomic_write_json(out / MANIFEST, manifest)
-    return manifest
+    return finish(out, manifest, drops)
 
 
 def _counts(drops: Counter[str]) -> str:
@@ -355,22 +363,22 @@ def _build(p: Plan, x: dict[str, Any], replies: list[dict[str, Any] | None], cfg
 
 
 def _flush(out: Path, manifest: dict[str, Any], buffer: list, drops: Counter[str]) -> None:
-    """Write buffered samples as one shard (.npy arrays + meta), then list it in the manifest, each atomically."""
-    if buffer:
-        name = f"shard-{len(manifest['shards']):05d}"
-        ids, labels, pos = ([a for arrays, _ in buffer for a in arrays[k::3]] for k in range(3))
-        offsets = np.concatenate([[0], np.cumsum([len(a) for a in ids])]).astype(np.int64)
-        for key, arr in (("input_ids", np.concatenate(ids)), ("labels", np.concatenate(labels)),
-                         ("position_ids", np.concatenate(pos)), ("offsets", offsets)):
-            atomic_write(out / f"{name}.{key}.npy", lambda f, a=arr: np.save(f, a))
-        atomic_write(out / f"{name}.jsonl", "".join(json.dumps(m, ensure_ascii=False) + "\n" for _, m in buffer))
-        manifest["shards"].append(name)
-        manifest["shard_samples"].append(len(buffer))
-        manifest["samples"] += len(buffer)
-        manifest["real_tokens"] += int(offsets[-1])
-        manifest["max_real_length"] = max([manifest["max_real_length"], *(m["real_length"] for _, m in buffer)])
-        for _, m in buffer:
-            manifest["modes"][m["mode"]] += 1
-        buffer.clear()
-    manifest["drops"] = dict(sorted((k, v) for k, v in drops.items() if v))
-    atomic_write_json(out / MANIFEST, manifest)
+    """Write buffered samples as one shard (.npy arrays + meta) and list it (trainers/data/synthesis.list_shard)."""
+    manifest["drops"] = drop_counts(drops)
+    if not buffer:  # the drops so far, even with no shard to list
+        atomic_write_json(out / MANIFEST, manifest)
+        return
+    ids, labels, pos = ([a for arrays, _ in buffer for a in arrays[k::3]] for k in range(3))
+    offsets = np.concatenate([[0], np.cumsum([len(a) for a in ids])]).astype(np.int64)
+    files: dict[str, Any] = {f".{key}.npy": (lambda f, a=arr: np.save(f, a)) for key, arr in (
+        ("input_ids", np.concatenate(ids)), ("labels", np.concatenate(labels)), ("position_ids", np.concatenate(pos)),
+        ("offsets", offsets))}
+    files[".jsonl"] = "".join(json.dumps(m, ensure_ascii=False) + "\n" for _, m in buffer)
+    manifest["shard_samples"].append(len(buffer))
+    manifest["samples"] += len(buffer)
+    manifest["real_tokens"] += int(offsets[-1])
+    manifest["max_real_length"] = max([manifest["max_real_length"], *(m["real_length"] for _, m in buffer)])
+    for _, m in buffer:
+        manifest["modes"][m["mode"]] += 1
+    list_shard(out, manifest, f"shard-{len(manifest['shards']):05d}", files)
+    buffer.clear()

@@ -2,7 +2,8 @@
 
 It runs through ctxbench's one synthesis skeleton (`ctxbench data pack --method example_sentences --config FILE`):
 the skeleton computes the identity, reuses a finished identical out_dir, refuses a different one in one line, and
-holds the out_dir's lock; this module says what the identity is made of and writes the shards and the manifest.
+holds the out_dir's lock; this module says what the identity is made of and writes the shards (list_shard) and the
+manifest (envelope, finish).
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxbench.harness.core.errors import ConfigError
-from ctxbench.harness.core.io import atomic_write, atomic_write_json
-from ctxbench.trainers.data.synthesis import Identity, envelope, identity, register_synthesis, remove_unlisted
+from ctxbench.trainers.data.synthesis import Identity, envelope, finish, identity, list_shard, register_synthesis, remove_unlisted
 
 # --8<-- [start:synthesis]
 
@@ -63,14 +63,12 @@ def write_sentences(cfg: SentencesConfig, ident: Identity) -> dict:
     rng = np.random.default_rng(cfg.seed)
     rows = [{"text": " ".join(pool[i] for i in rng.choice(len(pool), cfg.sentences_per_sample, replace=False))}
             for _ in range(cfg.samples)]
-    out, shards = Path(cfg.out_dir), []
-    for b in range(0, len(rows), cfg.shard_samples):
-        shards.append(f"shard-{b // cfg.shard_samples:05d}.jsonl")
-        atomic_write(out / shards[-1], "".join(json.dumps(r) + "\n" for r in rows[b:b + cfg.shard_samples]))
-    remove_unlisted(out, set(shards), ("shard-*.jsonl",))
-    manifest = {**envelope("example_sentences", ident, complete=True, drops=drops), "shards": shards,
-                "samples": len(rows)}
-    atomic_write_json(out / "manifest.json", manifest)
-    return manifest
+    out = Path(cfg.out_dir)
+    manifest = {**envelope("example_sentences", ident, drops=drops), "shards": [], "samples": len(rows)}
+    for b in range(0, len(rows), cfg.shard_samples):  # each shard listed in the manifest once written
+        text = "".join(json.dumps(r) + "\n" for r in rows[b:b + cfg.shard_samples])
+        list_shard(out, manifest, f"shard-{b // cfg.shard_samples:05d}.jsonl", {"": text})
+    remove_unlisted(out, set(manifest["shards"]), ("shard-*.jsonl",))  # left by an interrupted run
+    return finish(out, manifest, drops)
 
 # --8<-- [end:synthesis]
