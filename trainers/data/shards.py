@@ -48,10 +48,6 @@ class Manifest:
         return hashlib.sha256(json.dumps([self.config_hash, self.shards, self.tokens]).encode()).hexdigest()[:16]
 
 
-def config_hash(config: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 def read_manifest(out_dir: Path) -> Manifest | None:
     path = Path(out_dir) / MANIFEST
     return Manifest(**json.loads(path.read_text())) if path.exists() else None

@@ -30,6 +30,7 @@ from ctxbench.trainers.data.synthesis import (
     envelope,
     finish,
     list_shard,
+    read_manifest,
     register_synthesis,
     remove_unlisted,
 )
@@ -37,8 +38,6 @@ from ctxbench.trainers.hqa import prompts
 from ctxbench.trainers.hqa.algorithms import Composition, DocumentQAs, concatenate, diverse_specs, hierarchical_steps
 from ctxbench.trainers.hqa.generate import Generator
 from ctxbench.trainers.hqa.split import DocumentSource, Hierarchy, read_documents, source_identity, split
-
-MANIFEST = "manifest.json"
 
 
 class HQADataConfig(BaseModel):
@@ -96,11 +95,6 @@ class HQADataConfig(BaseModel):
 
 def load_data_config(path: Path, **overrides: Any) -> HQADataConfig:
     return load_config(path, HQADataConfig, kind="data", expect="hqa data settings (documents, generator, ...)", **overrides)
-
-
-def read_manifest(out_dir: str | Path) -> dict[str, Any] | None:
-    p = Path(out_dir) / MANIFEST
-    return json.loads(p.read_text()) if p.exists() else None
 
 
 def data_dir_default() -> Path | None:

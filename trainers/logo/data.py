@@ -41,13 +41,13 @@ from ctxbench.trainers.data.synthesis import (
     finish,
     identity,
     list_shard,
+    read_manifest,
     register_synthesis,
     remove_unlisted,
 )
 from ctxbench.trainers.logo.chunks import SCORERS, Chunk, QASample, chunk_sample, load_samples, make_scorer, score_chunks
 from ctxbench.trainers.logo.positions import Layout, choose_mode, prefix_positions, response_positions, slack
 
-MANIFEST = "manifest.json"
 FORMAT = "logo-responses/1"
 PAPER_SAMPLING = {"temperature": 0.7, "top_p": 0.95}  # the authors' decoding; backends decode greedily (recorded)
 CONTEXT, QUESTION = "{context}", "{question}"
@@ -112,11 +112,6 @@ def load_config(path: Path, **overrides: Any) -> LogoDataConfig:
     from ctxbench.harness.core.config import load_config as load
 
     return load(path, LogoDataConfig, kind="data", expect="LOGO data settings", **overrides)
-
-
-def read_manifest(out_dir: Path) -> dict[str, Any] | None:
-    path = Path(out_dir) / MANIFEST
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 def data_file(cfg: LogoDataConfig) -> Path:
@@ -366,7 +361,7 @@ def _flush(out: Path, manifest: dict[str, Any], buffer: list, drops: Counter[str
     """Write buffered samples as one shard (.npy arrays + meta) and list it (trainers/data/synthesis.list_shard)."""
     manifest["drops"] = drop_counts(drops)
     if not buffer:  # the drops so far, even with no shard to list
-        atomic_write_json(out / MANIFEST, manifest)
+        atomic_write_json(out / "manifest.json", manifest)
         return
     ids, labels, pos = ([a for arrays, _ in buffer for a in arrays[k::3]] for k in range(3))
     offsets = np.concatenate([[0], np.cumsum([len(a) for a in ids])]).astype(np.int64)
