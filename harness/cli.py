@@ -280,28 +280,55 @@ def list_tasks(
 
     from ctxbench.harness.core import registry
 
-    rows = [(name, factory()) for name, factory in registry.entries("task").items()
+    rows = [(name, factory) for name, factory in registry.entries("task").items()
             if not pattern or fnmatch.fnmatch(name, pattern)]
     if not rows:
         raise ConfigError(f"tasks: {pattern!r} matches no registered task; run `ctxbench tasks` to list them all")
     width = max((len(n) for n, _ in rows), default=0)
-    for name, task in rows:
-        out.print(f"{name:<{width}}  ({task.category}) {task.describe()}; data: {task.data_needs()}",
-                  highlight=False, soft_wrap=True, markup=False)
+    for name, factory in rows:
+        out.print(f"{name:<{width}}  {_task_line(name, factory)}", highlight=False, soft_wrap=True, markup=False)
     if len(rows) == 1 and rows[0][0] == pattern:
         _print_task_args(rows[0][1])
 
 
-def _print_task_args(task) -> None:
-    """A task's arguments: name, type, value in this task (a preset's own, else the default) and what it does."""
+def _task_line(name: str, factory) -> str:
+    """What a task measures and the data it needs; a task that needs arguments (a plugin's) says which, and one whose
+    factory fails says so in one line (a listing never fails on one entry)."""
+    from pydantic import ValidationError
+
+    try:
+        task = factory()
+    except ValidationError as e:
+        required = [str(err["loc"][0]) for err in e.errors() if err["type"] == "missing" and err["loc"]]
+        if not required:
+            return f"cannot be built with its default arguments: {str(e).splitlines()[0]}"
+        return (f"needs argument{'s' if len(required) > 1 else ''} {', '.join(required)} (a suite's args:); "
+                f"see `ctxbench tasks {name}`")
+    except Exception as e:  # noqa: BLE001 - a plugin's factory may fail any way
+        return f"cannot be built: {e.__class__.__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return f"({task.category}) {task.describe()}; data: {task.data_needs()}"
+
+
+def _print_task_args(factory) -> None:
+    """A task's arguments: name, type, value in this task (a preset's own, else the default; `(required)` where it has
+    none) and what it does."""
     import re
 
-    fields = type(task.args).model_fields
-    values = task.args_json()
+    from ctxbench.harness.core.config import task_args_model
+
+    model = task_args_model(factory)
+    if model is None:
+        return
+    fields = model.model_fields
+    try:
+        values = factory().args_json()
+    except Exception:  # noqa: BLE001 - needs arguments (listed as required) or cannot be built (said above)
+        values = {}
     table = [("argument", "type", "value", "what it does")]
     for name, field in fields.items():
         kind = field.annotation.__name__ if isinstance(field.annotation, type) else str(field.annotation)
-        value = json.dumps(values.get(name), ensure_ascii=False)
+        value = "(required)" if name not in values and field.is_required() else json.dumps(
+            values[name] if name in values else field.get_default(call_default_factory=True), ensure_ascii=False)
         value = value if len(value) <= 40 else value[:38] + "…" + value[-1]  # templates: the full text in `generate`
         table.append((name, re.sub(r"\btyping\.|\bpathlib\.", "", kind), value, field.description or ""))
     widths = [max(len(row[i]) for row in table) for i in range(3)]

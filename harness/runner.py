@@ -40,7 +40,7 @@ from ctxbench.harness.core.config import Suite
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.metrics import is_empty
 from ctxbench.harness.core.progress import progress
-from ctxbench.harness.core.provenance import versions
+from ctxbench.harness.core.provenance import plugins_used, versions
 from ctxbench.harness.core.reasoning import UNFINISHED, opened_in_prompt, split_reasoning
 from ctxbench.harness.core.redact import redact_all
 from ctxbench.harness.core.signals import Interrupted
@@ -223,11 +223,19 @@ def _record(ready: Prepared, backend: Any) -> tuple[RunRecord, dict[str, Any]]:
         label=plan.label or plan.model, model_fingerprint=ident["model_fingerprint"],
         plan=planned, external=[t.name for t in ready.external], training=training_provenance(plan.model),
         losses=sorted({c.task.name for c in cells if c.task.needs == "prompt_logprobs"}),
-        identity_args=ident["identity_args"], generation=ident["generation"])
+        identity_args=ident["identity_args"], generation=ident["generation"], plugins=_plugins(plan, cells))
     i, n = plan.shard
     session = {"started": now, "shard": f"{i}/{n}", "command": command, "versions": record.versions,
-               "host": platform.node(), "pid": os.getpid(), "execution": execution(plan, info, secrets)}
+               "host": platform.node(), "pid": os.getpid(), "execution": execution(plan, info, secrets),
+               **({"plugins": record.plugins} if record.plugins else {})}
     return record, session
+
+
+def _plugins(plan: RunPlan, cells) -> list[dict[str, str]]:
+    """The plugins whose entries this run uses: its suite, tasks, their metrics and the backend."""
+    used = [("suite", plan.suite.name), ("backend", plan.backend), *(("task", t.task) for t in plan.suite.tasks),
+            *(("metric", c.task.metric) for c in cells)]
+    return plugins_used(used)
 
 
 def execution(plan: RunPlan, info: dict[str, Any], secrets: list[str]) -> dict[str, Any]:

@@ -114,14 +114,14 @@ def test_there_are_runnable_examples() -> None:
 
 
 def test_plugin_adds_every_kind(tmp_path: Path, plugin_site: Path) -> None:
-    """Installed from docs/examples, the plugin's task, metric, backend, packing method and trainer are registered."""
+    """Installed from docs/examples, the plugin's task, metric, backend, packing method, trainer and suite are registered."""
     code = ("from ctxbench.harness.core import registry as r; "
-            "print(*[n for k in ('task', 'metric', 'backend', 'packing', 'trainer') for n in r.names(k) if 'example' in n])")
+            "print(*[n for k in ('task', 'metric', 'backend', 'packing', 'trainer', 'suite') for n in r.names(k) if 'example' in n])")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=user_env(plugin_site), capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["example/secret_word", "example/first_word", "example_constant", "example_sorted",
-                                   "example_tail"]
+                                   "example_tail", "example-secret"]
 
 
 def test_plugin_task_argument_is_checked(tmp_path: Path, plugin_site: Path) -> None:

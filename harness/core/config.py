@@ -229,26 +229,39 @@ def shipped_config_names(kind: str) -> list[str]:
     return sorted(x.stem for x in root.iterdir() if x.suffix in CONFIG_SUFFIXES[kind]) if root.is_dir() else []
 
 
-def suite_path(name_or_path: str) -> Path:
-    return resolve_config(name_or_path, kind="suites", field="suite")
+def suite_path(name_or_path: str | Path) -> Path:
+    """A suite file: a path, a shipped name, or the name of a suite a plugin ships (registry kind `suite`)."""
+    try:
+        return resolve_config(name_or_path, kind="suites", field="suite")
+    except ConfigError as e:
+        plugin_suites = registry.entries("suite")  # plugins load only when no file or shipped suite has the name
+        if str(name_or_path) in plugin_suites:
+            return Path(plugin_suites[str(name_or_path)]())
+        raise ConfigError(f"{e}; plugins' suites: {', '.join(plugin_suites)}" if plugin_suites else str(e)) from None
 
 
 def shipped_suites() -> dict[str, str]:
-    """Name -> one-line description of every suite shipped under configs/suites/."""
+    """Name -> one-line description of every suite shipped under configs/suites/, then of those plugins ship."""
+    paths = {p.stem: p for p in sorted((CONFIG_ROOT / "suites").glob("*.yaml"))}
+    plugins = {name: factory for name, factory in registry.entries("suite").items() if name not in paths}
     out = {}
-    for path in sorted((CONFIG_ROOT / "suites").glob("*.yaml")):
-        raw = read_yaml_mapping(path, field="suite", expect="keys name, lengths, samples, tasks")
+    for name, path in [*paths.items(), *((n, None) for n in plugins)]:
+        source = f" (plugin {registry.origin('suite', name).distribution})" if path is None else ""
+        try:
+            raw = read_yaml_mapping(path or Path(plugins[name]()), field="suite", expect="keys name, lengths, samples, tasks")
+        except ConfigError as e:  # one broken plugin suite is listed as such, not a failed listing
+            out[name] = f"unreadable: {e}{source}"
+            continue
         desc = str(raw.get("description") or "").strip().split("\n")[0]
-        out[path.stem] = desc or f"{len(raw.get('tasks', []))} tasks at {raw.get('lengths')}"
+        out[name] = (desc or f"{len(raw.get('tasks', []))} tasks at {raw.get('lengths')}") + source
     return out
 
 
 def load_suite(name_or_path: str, **overrides: Any) -> Suite:
-    suite = load_config(name_or_path, Suite, kind="suites", field="suite", expect="keys name, lengths, samples, tasks",
-                        **overrides)
-    where = suite_path(name_or_path).name
+    path = suite_path(name_or_path)
+    suite = load_config(path, Suite, kind="suites", field="suite", expect="keys name, lengths, samples, tasks", **overrides)
     for i, spec in enumerate(suite.tasks):
-        build_task(spec, where=f"{where}: tasks.{i}")
+        build_task(spec, where=f"{path.name}: tasks.{i}")
     return suite
 
 
@@ -289,13 +302,30 @@ def adhoc_suite(patterns: str, **overrides: Any) -> Suite:
         raise ConfigError(one_line(e, "ad-hoc suite (--tasks)")) from None
 
 
+def task_args_model(factory) -> type[BaseModel] | None:
+    """A registered task's argument model, also for a task that cannot be built without arguments (a plugin's task
+    with a required one): the factory's task_class (RULER presets), else the model its validation error names."""
+    cls = getattr(factory, "task_class", None)
+    if cls is not None:
+        return cls.Args
+    try:
+        return type(factory().args)
+    except ValidationError as e:
+        found = [m for m in _subclasses(BaseModel) if m.__name__ == e.title]
+        return next((m for m in found if m.__module__ == factory.__module__), found[0] if found else None)
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [c for sub in cls.__subclasses__() for c in (sub, *_subclasses(sub))]
+
+
 def build_task(spec: TaskSpec, *, where: str = "task"):
     factory = registry.get("task", spec.task, field=f"{where}.task")
     try:
         task = factory(**spec.args)
     except ValidationError as e:
         if e.errors()[0]["type"] == "extra_forbidden":  # name the valid keys, as backend arguments do
-            valid = ", ".join(type(factory().args).model_fields)
+            valid = ", ".join(task_args_model(factory).model_fields)
             raise ConfigError(f"{one_line(e, f'{where}.args')}; valid keys: {valid} (see `ctxbench tasks {spec.task}`)") from None
         raise ConfigError(one_line(e, f"{where}.args")) from None
     if getattr(task, "extra", None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import platform
 import subprocess
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
@@ -29,6 +30,19 @@ def versions() -> dict[str, str]:
     commit = git_commit()
     if commit:
         out["ctxbench_commit"] = commit
+    return out
+
+
+def plugins_used(entries: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
+    """The plugin distributions (name and version) behind the registry entries (kind, name) a run used, so a
+    record says which third-party code produced its numbers."""
+    from ctxbench.harness.core import registry
+
+    out = []
+    for kind, name in sorted(set(entries)):
+        origin = registry.origin(kind, name)
+        if origin is not None:
+            out.append({"kind": kind, "name": name, "distribution": origin.distribution, "version": origin.version})
     return out
 
 

@@ -1,4 +1,4 @@
-"""One decorator registry for tasks, backends, metrics, trainers, packing and synthesis methods.
+"""One decorator registry for tasks, backends, metrics, trainers, packing and synthesis methods, and plugins' suites.
 
 Factories are registered by name and built on demand, so heavy imports (torch, vllm) happen inside
 factories, only when that entry is used. Configs name registry entries, never import paths.
@@ -16,6 +16,7 @@ breaks ctxbench.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import importlib
@@ -27,7 +28,7 @@ from typing import Any
 
 from ctxbench.harness.core.errors import ConfigError
 
-KINDS = ("task", "backend", "metric", "trainer", "packing", "synthesis")
+KINDS = ("task", "backend", "metric", "trainer", "packing", "synthesis", "suite")
 PLUGIN_GROUP = "ctxbench.plugins"
 _REGISTRY: dict[str, dict[str, Callable[..., Any]]] = {k: {} for k in KINDS}
 _NOUN = {"packing": "packing method", "synthesis": "synthesis method"}  # how errors name an entry of each kind
@@ -42,9 +43,23 @@ _PROVIDERS = {
     "trainer": ["ctxbench.trainers"],
     "packing": ["ctxbench.trainers.data"],
     "synthesis": ["ctxbench.trainers.data", "ctxbench.trainers.hqa.data", "ctxbench.trainers.logo.data"],
+    "suite": [],  # shipped suites are files (configs/suites); a plugin's entry returns its suite YAML's path
 }
 _LOADED: set[str] = set()
 _PLUGINS: dict[str, str] = {}  # entry-point name -> module, of the plugins that loaded
+
+
+@dataclasses.dataclass(frozen=True)
+class PluginOrigin:
+    """Which installed distribution registered an entry: what a record names so a number can be traced to it."""
+
+    entry_point: str
+    distribution: str
+    version: str
+
+
+_ORIGINS: dict[tuple[str, str], PluginOrigin] = {}  # (kind, name) -> the plugin that registered it
+_LOADING: list[PluginOrigin] = []  # the plugin being imported now (its decorators run during the import)
 
 
 def register(kind: str, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -55,6 +70,8 @@ def register(kind: str, name: str) -> Callable[[Callable[..., Any]], Callable[..
         if name in _REGISTRY[kind] and _REGISTRY[kind][name] is not fn:
             raise ValueError(f"{kind} {name!r} is registered twice")
         _REGISTRY[kind][name] = fn
+        if _LOADING:
+            _ORIGINS[(kind, name)] = _LOADING[-1]
         return fn
 
     return deco
@@ -76,11 +93,15 @@ def _load_plugins() -> None:
         return
     _LOADED.add("plugins")
     for ep in metadata.entry_points(group=PLUGIN_GROUP):
+        dist = ep.dist
+        _LOADING.append(PluginOrigin(ep.name, dist.metadata["Name"] if dist else ep.name, dist.version if dist else ""))
         try:
             ep.load()
         except Exception as e:  # noqa: BLE001 - a broken plugin is reported, not fatal
             warnings.warn(f"ctxbench plugin {ep.name!r} ({ep.value}) failed to load: {e.__class__.__name__}: {e}", stacklevel=2)
             continue
+        finally:
+            _LOADING.pop()
         _PLUGINS[ep.name] = ep.value
 
 
@@ -94,6 +115,12 @@ def plugins() -> dict[str, str]:
     """The plugins that loaded: entry-point name -> module."""
     _load_plugins()
     return dict(_PLUGINS)
+
+
+def origin(kind: str, name: str) -> PluginOrigin | None:
+    """The plugin that registered `name` (None for ctxbench's own entries)."""
+    _load(kind)
+    return _ORIGINS.get((kind, name))
 
 
 def names(kind: str) -> list[str]:

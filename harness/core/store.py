@@ -71,7 +71,7 @@ class RunStore:
         resumed = old is not None and self.has_rows()
         if resumed:
             check_identity(self, new)
-            new = {**old, **{k: new[k] for k in ("identity_args", "kind") if k not in old},
+            new = {**old, **{k: new[k] for k in ("identity_args", "kind", "plugins") if k not in old},
                    "plan": {**old.get("plan", {}), **new["plan"]}, "schema_version": SCHEMA_VERSION,
                    "external": sorted(set(old.get("external", [])) | set(new["external"]))}
         new["sessions"] = [*old.get("sessions", []), session] if resumed else [session]

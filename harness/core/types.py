@@ -224,3 +224,6 @@ class RunRecord:
     # the run's protocol when it is not the default (greedy, thinking off, no system turn, one repeat): thinking,
     # max_thinking_tokens, system_prompt, gen_kwargs, repeats (Generation.identity); part of the run's identity
     generation: dict[str, Any] = field(default_factory=dict)
+    # the plugins behind the registry entries the run used (task, metric, backend, suite): kind, name, distribution,
+    # version (harness/core/provenance.py plugins_used); empty when it used only ctxbench's own
+    plugins: list[dict[str, str]] = field(default_factory=list)

@@ -3,6 +3,7 @@
 - task `example/secret_word` with the argument `copies`: find a word hidden in filler text;
 - metric `example/first_word`: 1 if the prediction's first word is the reference, else 0;
 - backend `example_constant` with the argument `answer`: answers every prompt with the same text;
+- suite `example-secret`: the task at two lengths with two copies of the word (example-secret.yaml);
 - packing method `example_sorted`: example packing with documents sorted by length;
 - trainer `example_tail`: continued pretraining with a loss that weighs later positions more.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -113,6 +115,16 @@ def constant_backend(*, model: str, truncation: str = "refuse", **kwargs):
     args = parse_backend_args(ConstantArgs, kwargs, backend="example_constant")
     return ConstantBackend(model=model, answer=args.answer)
 # --8<-- [end:backend]
+
+
+# --- a suite -----------------------------------------------------------------------------------------
+# --8<-- [start:suite]
+
+@register("suite", "example-secret")
+def example_secret_suite() -> Path:
+    """A named suite: `ctxbench score --suite example-secret` finds this YAML (shipped as package data)."""
+    return Path(__file__).with_name("example-secret.yaml")
+# --8<-- [end:suite]
 
 
 # --- a packing method --------------------------------------------------------------------------------
