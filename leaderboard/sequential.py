@@ -198,14 +198,20 @@ def _scaled_interval(values: Sequence, *, alpha: float, lower: float, upper: flo
         return lower, upper
     span = upper - lower
     points, weights = _rounds(values, per_round, lower, upper, batch=False)
+    lo, hi = _last_interval(points, weights, alpha, [(a - lower) / span for a in anchors])
+    return float(lower + span * lo), float(lower + span * hi)
+
+
+def _last_interval(points: np.ndarray, weights: np.ndarray, alpha: float,
+                   anchors01: Sequence[float]) -> tuple[float, float]:
     barrier = math.log(1 / alpha)
-    coarse = np.unique(np.concatenate([np.linspace(0.0, 1.0, COARSE_POINTS), [(a - lower) / span for a in anchors]]))
+    coarse = np.unique(np.concatenate([np.linspace(0.0, 1.0, COARSE_POINTS), anchors01]))
     low, high = _excluded_ever(points, weights, alpha, coarse, barrier)
     fine = np.concatenate([_bracket(coarse, low.sum() - 1), _bracket(coarse, coarse.size - high.sum() - 1)])
     fine_low, fine_high = _excluded_ever(points, weights, alpha, fine, barrier)
     lo = max([0.0, *coarse[low], *fine[fine_low]])  # excluded tails are a prefix and a suffix of [0, 1]
     hi = min([1.0, *coarse[high], *fine[fine_high]])
-    return float(lower + span * lo), float(lower + span * hi)
+    return lo, hi
 
 
 def _bracket(grid: np.ndarray, index: int) -> np.ndarray:
@@ -280,10 +286,23 @@ def _renamed(rule: StopRule, side: str) -> str:
 
 
 def _first_narrow(rule: StopRule, points: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first round whose interval is narrower than the rule's width: the running intersection only narrows,
+    so a binary search over rounds finds it with verdict()'s own interval."""
     stops, decisions = [], []
+    width = rule.width / (rule.bounds[1] - rule.bounds[0])
     for r in range(points.shape[0]):
-        lo, hi = _path(points[r:r + 1], weights[r:r + 1], rule.alpha_each, _grid(()))
-        narrow = (hi - lo) < rule.width
-        stops.append(int(narrow.argmax()) + 1 if narrow.any() else lo.size)
-        decisions.append("narrow" if narrow.any() else "undecided")
+        def narrow(t: int) -> bool:
+            lo, hi = _last_interval(points[r:r + 1, :t], weights[r:r + 1, :t], rule.alpha_each, ())
+            return hi - lo < width
+
+        low, high = 1, points.shape[1]
+        if not narrow(high):
+            stops.append(high)
+            decisions.append("undecided")
+            continue
+        while low < high:
+            mid = (low + high) // 2
+            low, high = (low, mid) if narrow(mid) else (mid + 1, high)
+        stops.append(low)
+        decisions.append("narrow")
     return np.array(stops), np.array(decisions, dtype=object)

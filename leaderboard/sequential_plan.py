@@ -17,7 +17,7 @@ from scipy import stats
 from ctxbench.leaderboard.sequential import StopRule, first_settled
 
 PLAN_REPS = 200  # simulated runs per estimate (threshold and sign rules are vectorised)
-WIDTH_REPS = 20  # the width rule scans whole interval paths: fewer, its stopping round varies little
+WIDTH_REPS = 8  # the width rule searches interval by interval: fewer runs, its stopping round varies little
 HYPOTHETICAL = (50.0, 70.0, 80.0, 84.0, 88.0, 90.0, 95.0, 99.0)  # scores (points) planned when none is expected
 
 
@@ -42,17 +42,23 @@ def expected_vs_rounds(rule: StopRule, mean: float, difference: float, *, tasks:
                        seed: int = 0) -> Expected:
     """Expected rounds for --vs to settle the sign of a true difference between two models at one length."""
     rng = np.random.default_rng(seed)
-    high, low = (min(max(mean + s * difference / 2, 0.0), 1.0) for s in (1, -1))
+    low, high = _pair(mean, difference)
     ours = rng.random((PLAN_REPS, samples, tasks)) < high
     theirs = rng.random((PLAN_REPS, samples, tasks)) < low
     stop, decision = first_settled(rule, ours.astype(float) - theirs)  # per-task differences, as the runner keeps
     return Expected(float(stop.mean()), float((decision != "undecided").mean()))
 
 
-def _pair_sd(mean: float) -> float:
-    """sd of one paired difference of 0/1 scores at accuracy `mean`, taking no credit for the pairing."""
-    p = min(max(mean, 0.01), 0.99)
-    return math.sqrt(2 * p * (1 - p))
+def _pair(mean: float, difference: float) -> tuple[float, float]:
+    """Two accuracies `difference` apart around `mean`, both inside [0, 1]."""
+    low = min(max(mean - difference / 2, 0.0), 1.0 - difference)
+    return low, low + difference
+
+
+def _pair_sd(mean: float, difference: float) -> float:
+    """sd of one paired difference of 0/1 scores, taking no credit for the pairing (floored at 1% accuracy)."""
+    low, high = (min(max(p, 0.01), 0.99) for p in _pair(mean, difference))
+    return math.sqrt(low * (1 - low) + high * (1 - high))
 
 
 def _z_sum(alpha: float, power: float) -> float:
@@ -63,13 +69,16 @@ def detectable_difference(samples: int, tasks: int, *, mean: float = 0.5, alpha:
                           power: float = 0.8) -> float:
     """The smallest true difference (a fraction) a paired test at level alpha finds with the given power, from
     `samples` per task on `tasks` tasks."""
-    return _z_sum(alpha, power) * _pair_sd(mean) / math.sqrt(samples * tasks)
+    difference = 0.0
+    for _ in range(20):  # the sd depends on the difference: a fixed point, reached in a few steps
+        difference = min(_z_sum(alpha, power) * _pair_sd(mean, difference) / math.sqrt(samples * tasks), 1.0)
+    return difference
 
 
 def samples_to_detect(difference: float, tasks: int, *, mean: float = 0.5, alpha: float = 0.05,
                       power: float = 0.8) -> int:
     """Samples per task needed to detect `difference` (a fraction) with the given power."""
-    return math.ceil((_z_sum(alpha, power) * _pair_sd(mean) / difference) ** 2 / tasks)
+    return math.ceil((_z_sum(alpha, power) * _pair_sd(mean, difference) / difference) ** 2 / tasks)
 
 
 def tasks_per_length(suite) -> dict[int, int]:
@@ -111,9 +120,9 @@ def build_plan(suite, *, speed: float | None, expected: dict[int, float], thresh
     targets = []
     for name, rule in rules:
         rows = _target_rows(rule, cases, samples, speed)
-        unknown = sum(counts[length] for length in counts if length not in expected) * samples if expected else None
-        total = sum(r["samples"] for r in rows) + (unknown or 0) if expected else None
-        targets.append({"target": name, "rows": rows, "total_samples": total,
+        unknown = sum(counts[length] for length in counts if length not in expected) * samples if expected else 0
+        total = sum(r["samples"] for r in rows) + unknown if expected else None
+        targets.append({"target": name, "rows": rows, "total_samples": total, "unscored_samples": unknown,
                         "total_seconds": total / speed if speed and total is not None else None})
     mean = sum(expected.values()) / len(expected) / 100 if expected else 0.5
     per_length = max(counts.values())

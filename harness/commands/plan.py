@@ -166,8 +166,10 @@ def print_plan(report: dict, *, source: str | None, pilot: str | None) -> None:
         out.print(table)
         if target["total_samples"] is not None:
             share = target["total_samples"] / report["full_samples"]
+            unscored = f"; {target['unscored_samples']:,} of them at lengths without a score, counted at N" \
+                if target["unscored_samples"] else ""
             out.print(f"  whole suite: {target['total_samples']:,} samples ({share:.0%} of the full protocol)"
-                      f"{_when(target['total_seconds'])}; lengths without a score counted at N", highlight=False)
+                      f"{_when(target['total_seconds'])}{unscored}", highlight=False)
     _print_compare(report["compare"])
 
 

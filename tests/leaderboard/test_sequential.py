@@ -99,6 +99,16 @@ def test_batch_and_single_verdicts_agree_round_by_round():
             assert verdict(rule, row, per_round=13).decision == decision  # a settled length stays settled
 
 
+def test_width_rule_stops_at_the_first_narrow_round():
+    rng = np.random.default_rng(6)
+    rule = StopRule("width", width=0.1)
+    values = rng.binomial(13, [[0.9], [0.7]], (2, 400)) / 13
+    stops, decisions = first_settled(rule, values, per_round=13)
+    for row, stop, decision in zip(values, stops, decisions):
+        assert decision == "narrow"
+        assert verdict(rule, row[:stop], per_round=13).settled and not verdict(rule, row[:stop - 1], per_round=13).settled
+
+
 @pytest.mark.parametrize("kwargs,message", [
     ({"kind": "effective-length", "alpha": 0}, "alpha: 0"),
     ({"kind": "effective-length", "threshold": 85.6}, "threshold: 85.6"),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from ctxbench.leaderboard.sequential import StopRule, first_settled, interval_path
+from ctxbench.leaderboard.sequential import StopRule, confidence_sequence, first_settled
 
 TASKS = 13
 ALPHA = 0.05
@@ -138,8 +138,8 @@ def test_width_rule_covers_at_its_stopping_time():
     stops, decisions = first_settled(rule, values, per_round=TASKS)
     covered = []
     for row, stop in zip(values, stops):
-        lo, hi = interval_path(row[:stop], alpha=ALPHA, per_round=TASKS)
-        covered.append(lo[-1] < accuracies.mean() < hi[-1])
+        lo, hi = confidence_sequence(row[:stop], alpha=ALPHA, per_round=TASKS)
+        covered.append(lo < accuracies.mean() < hi)
     assert (decisions == "narrow").all() and np.mean(covered) >= 1 - ALPHA
 
 
