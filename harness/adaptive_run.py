@@ -20,6 +20,25 @@ from ctxbench.harness.core.progress import progress
 from ctxbench.harness.core.store import RunStore, error_reason
 
 
+class Stream:
+    """A cell's pending samples in index order, generated (or read from their cache) as the rounds reach them: one
+    pass over the sample cache per run, not one per round, and no sample built before its round."""
+
+    def __init__(self, cell: Any, seed: int, ctx: Any, done: set[str]):
+        todo = [j for j in range(cell.planned) if f"{cell.task.name}@{cell.length}#{j}" not in done]
+        self.samples = datasets.iter_samples(cell.task, length=cell.length, indices=todo, seed=seed, ctx=ctx)
+        self.held: dict[int, Any] = {}  # read ahead of their round (a cache written out of index order)
+
+    def take(self, indices: list[int]) -> list[Any]:
+        out = []
+        for j in indices:
+            while j not in self.held:
+                sample = next(self.samples)
+                self.held[sample.index] = sample
+            out.append(self.held.pop(j))
+        return out
+
+
 @dataclass
 class Length:
     """One length of a sequential run: its tasks (name -> samples at this length), scores so far, and verdict."""
@@ -30,6 +49,7 @@ class Length:
     scores: dict[tuple[str, int], float] = field(default_factory=dict)  # (task, index) -> score in 0..1
     paired: dict[tuple[str, int], float] = field(default_factory=dict)  # --vs: the earlier run's scores
     status: dict[str, Any] = field(default_factory=dict)
+    streams: dict[str, Stream] = field(default_factory=dict)  # task -> its samples, read or generated as rounds reach them
 
     @property
     def tasks(self) -> dict[str, int]:
@@ -132,13 +152,14 @@ def _score_turn(item: Length, rounds: range, done: set[str], backend: Any, ready
     """Generate, send and store the missing samples of `rounds` at one length; True if one failed."""
     from ctxbench.harness.runner import _row, request
 
-    gen, tmpl, suite = ready.plan.generation, ready.renderer.template_kwargs, ready.plan.suite
+    gen, tmpl = ready.plan.generation, ready.renderer.template_kwargs
     asks = []
     for cell in item.cells:
         todo = [j for j in rounds if j < cell.planned and f"{cell.task.name}@{item.length}#{j}" not in done]
         if todo:
-            samples = datasets.iter_samples(cell.task, length=item.length, indices=todo, seed=suite.seed, ctx=ready.ctx)
-            asks += [(cell.task, s) for s in samples]
+            if cell.task.name not in item.streams:
+                item.streams[cell.task.name] = Stream(cell, ready.plan.suite.seed, ready.ctx, done)
+            asks += [(cell.task, s) for s in item.streams[cell.task.name].take(todo)]
     asks.sort(key=lambda a: a[1].prompt)  # shared prefixes adjacent (prefix caches)
     failed = False
     for start in range(0, len(asks), batch_size):
