@@ -53,6 +53,14 @@ class Identity:
         return {"hash": self.hash, "config": self.config, "inputs": self.inputs, "generator": self.generator}
 
 
+def files_identity(files: list[Path], root: Path) -> list[tuple[str, str]]:
+    """The content of input files: (name relative to root, sha256 of the content) each, so moving or copying the data
+    keeps its identity and an edit of the same size changes it (digests memoised by path, size and times)."""
+    from ctxbench.harness.core.models import file_digest
+
+    return [(str(f.relative_to(root)) if f != root else f.name, file_digest(f)) for f in files]
+
+
 def identity(config: Mapping[str, Any], inputs: Any = None, generator: str | None = None) -> Identity:
     """The identity of a synthesis from its config (dumped without where/how it is written), its input data's identity
     (file names, sizes and mtimes, or a corpus identity) and its generator's fingerprint (None: no generator)."""

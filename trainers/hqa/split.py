@@ -76,15 +76,17 @@ def resolve_path(path: str, data_dir: Path | None) -> Path:
 
 
 def source_identity(src: DocumentSource, data_dir: Path | None) -> list[Any]:
-    """(name, size, mtime) of every input file: edited documents are different data under the same config; a study
-    corpus also by the ids it leaves out."""
+    """The content of every input file (trainers/data/synthesis.files_identity): edited documents are different data
+    under the same config; a study corpus by its corpus identity, which includes the ids it leaves out."""
+    from ctxbench.trainers.data.synthesis import files_identity
+
     if src.format == "corpus":
         from ctxbench.trainers.data.corpus import CorpusConfig, corpus_identity
 
         return [corpus_identity(CorpusConfig(**src.corpus))]
     path = resolve_path(src.path, data_dir)
     files = sorted(f for f in path.rglob("*") if f.is_file()) if path.is_dir() else [path]
-    return [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    return files_identity(files, path)
 
 
 def read_documents(src: DocumentSource, data_dir: Path | None) -> list[Document]:

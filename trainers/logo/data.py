@@ -38,6 +38,7 @@ from ctxbench.trainers.data.synthesis import (
     content_hash,
     drop_counts,
     envelope,
+    files_identity,
     finish,
     identity,
     list_shard,
@@ -127,17 +128,16 @@ def data_file(cfg: LogoDataConfig) -> Path:
 
 
 def logo_identity(cfg: LogoDataConfig, **_: Any) -> Identity:
-    """The config (the generator by its fingerprint), the input file's size and mtime; a missing input file, spaCy
-    model or backend is refused here, before anything is written."""
+    """The config (the generator by its fingerprint) and the input file's content; a missing input file, spaCy model
+    or backend is refused here, before anything is written."""
     from ctxbench.harness.core import registry
     from ctxbench.trainers.data.generator import fingerprint
 
     source = data_file(cfg)
     make_scorer(cfg.scorer, spacy_model=cfg.spacy_model)
     registry.get("backend", cfg.generator.backend, field="generator.backend")
-    st = source.stat()
     config = cfg.model_dump(mode="json", exclude={"out_dir", "data_dir", "data_file", "shard_size", "cache_dir", "generator"})
-    return identity(config, [st.st_size, st.st_mtime_ns], fingerprint(cfg.generator))
+    return identity(config, files_identity([source], source), fingerprint(cfg.generator))
 
 
 @dataclass(eq=False)

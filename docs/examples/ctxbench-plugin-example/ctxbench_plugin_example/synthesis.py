@@ -16,7 +16,16 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxbench.harness.core.errors import ConfigError
-from ctxbench.trainers.data.synthesis import Identity, envelope, finish, identity, list_shard, register_synthesis, remove_unlisted
+from ctxbench.trainers.data.synthesis import (
+    Identity,
+    envelope,
+    files_identity,
+    finish,
+    identity,
+    list_shard,
+    register_synthesis,
+    remove_unlisted,
+)
 
 # --8<-- [start:synthesis]
 
@@ -42,8 +51,8 @@ def _files(cfg: SentencesConfig) -> list[Path]:
 
 
 def sentences_identity(cfg: SentencesConfig, **_) -> Identity:
-    """The config without where or how it is written, and each input file's name, size and mtime (no generator)."""
-    inputs = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in _files(cfg)]
+    """The config without where or how it is written, and the content of each input file (no generator)."""
+    inputs = files_identity(_files(cfg), Path(cfg.documents))
     return identity(cfg.model_dump(exclude={"out_dir", "shard_samples"}), inputs)
 
 
