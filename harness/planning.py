@@ -33,6 +33,7 @@ from ctxbench.harness.core.store import RunStore, check_identity
 from ctxbench.harness.core.types import EXECUTION_ARGS, Generation, repeat_id
 from ctxbench.harness.judge import JudgeBudget, JudgeCost, check_budget, judge_cost
 from ctxbench.harness.plan_size import Estimate, check_size, estimate
+from ctxbench.tasks.base import Task
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def _older_run(plan: RunPlan, prefix: str) -> str | None:
 class Cell:
     """One task at one length: the unit of generation, batching and progress."""
 
-    task: Any
+    task: Task
     length: int
     planned: int  # samples of the whole run (all shards)
     indices: tuple[int, ...]  # this shard's
@@ -184,8 +185,7 @@ def _check_tasks(cells: list[Cell], ctx: GenContext, seed: int, done: frozenset[
                                                  for r in range(c.repeats))]) for c in cells]
     pending = [(c, todo) for c, todo in pending if todo]
     for task in {id(c.task): c.task for c, _ in pending}.values():
-        if hasattr(task, "prepare"):
-            task.prepare(ctx)
+        task.prepare(ctx)
     shortest: dict[str, tuple[Cell, list[int]]] = {}
     for c, todo in pending:
         if c.task.name not in shortest or c.length < shortest[c.task.name][0].length:
@@ -230,12 +230,12 @@ def model_fingerprint(backend: Any, model: str) -> str:
         return "name:" + model
 
 
-def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True, repeats: int = 1) -> tuple[list[Cell], list[Any]]:
+def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True, repeats: int = 1) -> tuple[list[Cell], list[Task]]:
     """The suite's (task, length) cells and its external tasks, without generating any sample."""
     cells, external = [], []
     for i, spec in enumerate(suite.tasks):
         task = build_task(spec, where=f"tasks.{i}")
-        if getattr(task, "external", False):
+        if task.external:
             external.append(task)
             continue
         n = task.samples_per_length(ctx)
@@ -244,7 +244,7 @@ def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True, repea
             if length == 0:
                 raise ConfigError(f"tasks.{i}: {spec.display} needs a length of at least 64 tokens; length 0 is for "
                                   "short-context (lm-eval) tasks only")
-            binned = task.samples_at(length, ctx) if hasattr(task, "samples_at") else None  # fixed items binned by length
+            binned = task.samples_at(length, ctx)  # fixed items binned by length
             at = n if binned is None else min(n, binned)
             cells.append(Cell(task, length, at, tuple(j for j in range(at) if keep(f"{task.name}@{length}#{j}")), repeats))
     return cells, external
@@ -265,7 +265,7 @@ def check_lengths(cells: list[Cell], backend: Any, truncation: str, *, thinking:
             f"lengths: {', '.join(map(str, over))}{budget} exceed the model's context of {context} tokens{fix} "
             "drop them (--lengths) or pass --truncation middle to cut prompts in the middle")
     for c in cells:
-        generate = int(getattr(c.task, "max_new_tokens", 0) or 0) if c.task.needs == "generate" else 0
+        generate = int(c.task.max_new_tokens or 0) if c.task.needs == "generate" else 0
         generate += thinking if c.task.needs == "generate" else 0
         if generate >= min(context, c.length + thinking):
             raise PromptTooLongError(f"{c.task.name}: generates up to {generate} tokens, which leaves no room for a "

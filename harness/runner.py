@@ -377,6 +377,4 @@ def _row(task, s: Sample, p: Prediction, gen: Generation = Generation(), tokeniz
 def _score(task, answer: str, s: Sample) -> tuple[float | None, dict[str, Any], str | None]:
     """(score, extra row fields, error): a task that scores through a paid judge (score_row) may fail, and then the
     sample is an error row that a rerun retries, never a 0."""
-    if hasattr(task, "score_row"):
-        return task.score_row(answer, s)
-    return task.score(answer, s), {}, None
+    return task.score_row(answer, s)

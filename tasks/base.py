@@ -15,7 +15,7 @@ from ctxbench.harness.core.additivity import Additivity, check, refused
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.fitting import FitState
 from ctxbench.harness.core.prompting import Rendered
-from ctxbench.harness.core.types import Sample
+from ctxbench.harness.core.types import LogprobRequest, Sample, TokenLogprobs
 
 
 class TaskArgs(BaseModel):
@@ -81,7 +81,12 @@ def files_under(paths, *, dirs: bool = True) -> list[Path]:
 
 
 class Task:
-    """A task = arguments + generator + metric. Subclasses set Args and implement build_sample."""
+    """A task = arguments + generator + metric. Subclasses set Args and implement generate.
+
+    Its optional capabilities are declared here, with defaults, and the runner dispatches on them (never on
+    hasattr): `needs` (generate, or prompt_logprobs with logprob_requests / score_logprobs), `external` (another
+    harness drives it: run_external, is_complete, write_aggregates), `extra` (the pip extra it needs), samples_at
+    (fixed items binned by length) and score_row (a score that may fail, e.g. a paid judge's)."""
 
     Args: ClassVar[type[TaskArgs]]
     category: ClassVar[str] = ""
@@ -89,6 +94,8 @@ class Task:
     summary: ClassVar[str] = ""  # what the task measures, one line; may name args as {arg} (and {name})
     data_source: ClassVar[str] = "none (generated)"  # the data it reads; may name args as {arg}
     needs: ClassVar[str] = "generate"  # the backend capability its samples are scored with (harness/core/backend.py)
+    external: ClassVar[bool] = False  # another harness (lm-eval) drives it: the runner calls run_external, not generate
+    extra: ClassVar[str | None] = None  # the pip extra it needs (checked when the task is built)
 
     def __init__(self, name: str, args: TaskArgs):
         self.name = name
@@ -177,3 +184,35 @@ class Task:
         from ctxbench.harness.core import registry
 
         return registry.get("metric", sample.metric)(prediction, sample.answers)
+
+    def score_row(self, prediction: str, sample: Sample) -> tuple[float | None, dict[str, Any], str | None]:
+        """(score, extra row fields, error). A scorer that can fail (a paid judge) returns an error: the sample is
+        then an error row a rerun retries, never a 0. Default: score(), which cannot fail that way."""
+        return self.score(prediction, sample), {}, None
+
+    def samples_at(self, length: int, ctx: GenContext) -> int | None:
+        """Fixed items binned by length: how many fall at `length`; None = not binned (as many as planned)."""
+        return None
+
+    # --- log-prob tasks (needs = "prompt_logprobs", e.g. perplexity) ---
+    def logprob_requests(self, sample: Sample) -> list[LogprobRequest]:
+        """The token windows whose log-probs score this sample."""
+        raise NotImplementedError(f"{self.name}: needs = {self.needs!r}, not prompt_logprobs")
+
+    def score_logprobs(self, sample: Sample, results: list[TokenLogprobs]) -> dict[str, Any]:
+        """The row fields (score, loss, ...) from the windows' log-probs."""
+        raise NotImplementedError(f"{self.name}: needs = {self.needs!r}, not prompt_logprobs")
+
+    # --- external tasks (external = True: another harness produces the rows) ---
+    def run_external(self, *, backend: Any, renderer: Any = None, limit: int | float | None = None, seed: int = 42,
+                     console: Any = None) -> list[dict[str, Any]]:
+        """Run the task in its own harness; returns the store rows."""
+        raise NotImplementedError(f"{self.name}: not an external task")
+
+    def is_complete(self, run_dir: str | Path) -> bool:
+        """An external task's rows are already in this run."""
+        raise NotImplementedError(f"{self.name}: not an external task")
+
+    def write_aggregates(self, run_dir: str | Path) -> Path:
+        """An external task's own aggregates beside the rows."""
+        raise NotImplementedError(f"{self.name}: not an external task")

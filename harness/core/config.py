@@ -12,6 +12,7 @@ from ctxbench.harness.core import registry
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.fitting import check_mode
 from ctxbench.harness.core.lengths import parse_length
+from ctxbench.harness.core.types import TaskContract
 
 # configs/ beside the packages: the checkout (editable install) or site-packages/ctxbench/configs (wheel)
 CONFIG_ROOT = Path(__file__).resolve().parents[2] / "configs"
@@ -328,7 +329,10 @@ def build_task(spec: TaskSpec, *, where: str = "task"):
             valid = ", ".join(task_args_model(factory).model_fields)
             raise ConfigError(f"{one_line(e, f'{where}.args')}; valid keys: {valid} (see `ctxbench tasks {spec.task}`)") from None
         raise ConfigError(one_line(e, f"{where}.args")) from None
-    if getattr(task, "extra", None):
+    if not isinstance(task, TaskContract):  # a plugin's factory: the runner relies on the declared capabilities
+        raise ConfigError(f"{where}.task: {spec.task}'s factory returned a {type(task).__name__}, not a Task; subclass "
+                          "ctxbench.tasks.base.Task (see docs/extending.md)")
+    if task.extra:
         from ctxbench.harness.core.extras import require_extra
 
         require_extra(task.extra, for_=f"task {spec.name or spec.task}")

@@ -44,7 +44,7 @@ def dataset_key(task, *, length: int, seed: int, ctx) -> str:
 
 def data_fingerprint(task, ctx) -> dict[str, str]:
     """Path -> content digest of every data file the task reads (its `data_files` hook)."""
-    files = task.data_files(ctx) if hasattr(task, "data_files") else []
+    files = task.data_files(ctx)
     return {str(p): file_digest(p) for p in sorted({Path(f) for f in files})}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 SCHEMA_VERSION = 3  # 3: identity_args and kind in the record, execution settings and an end time per session
 
@@ -227,3 +227,29 @@ class RunRecord:
     # the plugins behind the registry entries the run used (task, metric, backend, suite): kind, name, distribution,
     # version (harness/core/provenance.py plugins_used); empty when it used only ctxbench's own
     plugins: list[dict[str, str]] = field(default_factory=list)
+
+
+@runtime_checkable
+class TaskContract(Protocol):
+    """What the runner may call on a task (ctxbench.tasks.base.Task implements all of it, with defaults for the
+    optional capabilities): the core checks a factory's product against this, and never probes a task with hasattr."""
+
+    name: str
+    category: str
+    metric: str
+    needs: str  # "generate", or "prompt_logprobs" (logprob_requests / score_logprobs)
+    external: bool  # another harness produces its rows (run_external / is_complete / write_aggregates)
+    extra: str | None
+
+    def generate(self, *, length: int, index: int, seed: int, ctx: Any) -> Sample: ...
+    def score_row(self, prediction: str, sample: Sample) -> tuple[float | None, dict[str, Any], str | None]: ...
+    def samples_per_length(self, ctx: Any = None) -> int | None: ...
+    def samples_at(self, length: int, ctx: Any) -> int | None: ...
+    def prepare(self, ctx: Any) -> None: ...
+    def data_files(self, ctx: Any) -> list[Any]: ...
+    def logprob_requests(self, sample: Sample) -> list[LogprobRequest]: ...
+    def score_logprobs(self, sample: Sample, results: list[TokenLogprobs]) -> dict[str, Any]: ...
+    def run_external(self, *, backend: Any, renderer: Any = None, limit: int | float | None = None, seed: int = 42,
+                     console: Any = None) -> list[dict[str, Any]]: ...
+    def is_complete(self, run_dir: Any) -> bool: ...
+    def write_aggregates(self, run_dir: Any) -> Any: ...

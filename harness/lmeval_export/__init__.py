@@ -54,7 +54,7 @@ def export_lm_eval(out_dir: str | Path, suite, *, tokenizer: str | None = None, 
     per_length: dict[int, list[str]] = {}
     for spec in suite.tasks:
         task = build_task(spec)  # validates the args, and gives the generation budget
-        if getattr(task, "external", False):
+        if task.external:
             continue  # lm-eval's own tasks need no export
         for length in getattr(spec, "lengths", None) or suite.lengths:
             name = task_name(spec.display, length)

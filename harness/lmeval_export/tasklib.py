@@ -73,7 +73,7 @@ def samples(*, ctxbench_task: str, ctxbench_length: int, ctxbench_samples: int, 
     task = _task(ctxbench_task, ctxbench_name, args_json)
     ctx = GenContext(tok, PromptRenderer(tok, ctxbench_template), data_dir=Path(data_dir) if data_dir else None,
                      verify=resolve_mode(ctxbench_verify, int(ctxbench_samples or 1)))
-    n = task.samples_per_length(ctx) if hasattr(task, "samples_per_length") else None
+    n = task.samples_per_length(ctx)
     n = int(ctxbench_samples) if n is None else int(n)  # a task's own count wins, as in the runner
     out = []
     for s in datasets.generate(task, length=int(ctxbench_length), indices=range(n),
