@@ -108,8 +108,33 @@ def _sections(
     n_boot: int,
     seed: int,
     ci: float,
+    relative: float | None = None,
 ) -> tuple[tuple[str, ...], list[Section]]:
     """The report's preamble and sections, as plain text and figures (escaped when rendered)."""
+    main_notes = (rank_note(summary), *marks_legend([avgs, tasks]))
+    sections = [Section(title="Main results", tables=main_tables(avgs, summary), notes=main_notes)]
+    if not cats.empty:
+        sections.append(Section(title="By category", tables=(category_display(cats),),
+                                paragraphs=("Mean of task means within each category, over each model's common task set.",)))
+    sections.append(_curves_section(avgs, summary, thr))
+    heatmaps = _grid_sections(df)
+    if heatmaps:
+        sections.append(Section(title="Needle depth × length", figures=tuple(heatmaps), markdown=False))
+    positions = _position_figures(df, n_boot=n_boot, seed=seed, ci=ci)
+    if positions:
+        sections.append(Section(title="Accuracy by gold position", figures=tuple(positions), markdown=False))
+    sections += [_comparison_section(comp) for comp in compared]
+    if tasks is not None:
+        sections.append(Section(title="Per-task scores", tables=(task_display(tasks),), collapsed=True,
+                                notes=marks_legend([tasks])))
+    if examples:
+        sections.append(Section(title="Example predictions", tables=(examples_display(examples),), collapsed=True))
+    return _preamble(avgs, threshold=threshold, thr=thr, rule=rule, ci=ci, relative=relative), sections
+
+
+def _preamble(avgs: pd.DataFrame, *, threshold: float | str, thr: float, rule: Rule, ci: float,
+              relative: float | None) -> tuple[str, ...]:
+    """How to read the numbers: intervals, averages, the effective-length rule and its threshold."""
     rule_text = (
         "the longest length before the first score at or below the threshold, counting up from the shortest"
         if rule == "contiguous"
@@ -131,11 +156,14 @@ def _sections(
     )
     if (avgs["source"] == "reported").any():
         preamble += (f"{REPORTED_MARK} reported: numbers imported from a publication, without per-sample data or intervals.",)
-    main_notes = (rank_note(summary), *marks_legend([avgs, tasks]))
-    sections = [Section(title="Main results", tables=main_tables(avgs, summary), notes=main_notes)]
-    if not cats.empty:
-        sections.append(Section(title="By category", tables=(category_display(cats),),
-                                paragraphs=("Mean of task means within each category, over each model's common task set.",)))
+    if relative is not None:
+        preamble += (f"Effective (relative) = the longest length whose score is at least {relative:g}% of the model's own "
+                     "score at its shortest length (NoLiMa's effective length); it needs no absolute threshold.",)
+    return preamble
+
+
+def _curves_section(avgs: pd.DataFrame, summary: pd.DataFrame, thr: float) -> Section:
+    """Score by length, one curve per model; models scored on other tasks are drawn apart."""
     drawn = avgs[pd.notna(avgs["mean"])]
     _, apart = comparison_groups(summary)
     labels = {r.model: f"{r.model} ({curve_tasks(r)}{'; other tasks' if r.model in apart else ''})"
@@ -144,42 +172,29 @@ def _sections(
                    "Dashed lines: reported numbers." if (drawn["source"] == "reported").any() else "",
                    "Dotted coloured lines: models scored on other tasks, not comparable with the rest." if apart else "",
                    "The legend gives the tasks each curve averages. Dotted grey line: the threshold."]
-    sections.append(
-        Section(
-            title="Score by length",
-            markdown=False,
-            figures=(Figure(png=plots.length_curves(drawn, threshold=thr, labels=labels, apart=frozenset(apart)),
-                            alt="score by context length per model"),),
-            notes=(" ".join(n for n in curve_notes if n),),
-        )
+    return Section(
+        title="Score by length",
+        markdown=False,
+        figures=(Figure(png=plots.length_curves(drawn, threshold=thr, labels=labels, apart=frozenset(apart)),
+                        alt="score by context length per model"),),
+        notes=(" ".join(n for n in curve_notes if n),),
     )
-    heatmaps = _grid_sections(df)
-    if heatmaps:
-        sections.append(Section(title="Needle depth × length", figures=tuple(heatmaps), markdown=False))
-    positions = _position_figures(df, n_boot=n_boot, seed=seed, ci=ci)
-    if positions:
-        sections.append(Section(title="Accuracy by gold position", figures=tuple(positions), markdown=False))
-    for comp in compared:
-        sections.append(
-            Section(
-                title=f"Paired comparison: {comp.model_a} vs {comp.model_b}",
-                paragraphs=(f"{comp.verdict[0].upper()}{comp.verdict[1:]}; {comp.method}. {interval_words(comp)}",),
-                tables=(comparison_display(comp),),
-                figures=(Figure(png=plots.forest_plot(comp), alt=f"paired differences {comp.model_a} minus {comp.model_b}"),),
-                notes=(
-                    f"{comp.n_pairs} samples matched on task, length, seed and index ({comp.n_discordant} discordant); "
-                    f"dropped {comp.n_unmatched_a} only in {comp.model_a} and {comp.n_unmatched_b} only in {comp.model_b}. "
-                    "p: exact sign test (0/1 scores) or sign-flip permutation test (continuous), two-sided; "
-                    "p (Holm): adjusted within the rows of its kind (cells, lengths).",
-                ),
-            )
-        )
-    if tasks is not None:
-        sections.append(Section(title="Per-task scores", tables=(task_display(tasks),), collapsed=True,
-                                notes=marks_legend([tasks])))
-    if examples:
-        sections.append(Section(title="Example predictions", tables=(examples_display(examples),), collapsed=True))
-    return preamble, sections
+
+
+def _comparison_section(comp: PairedComparison) -> Section:
+    """One paired comparison: its verdict, the per-cell table and the forest plot."""
+    return Section(
+        title=f"Paired comparison: {comp.model_a} vs {comp.model_b}",
+        paragraphs=(f"{comp.verdict[0].upper()}{comp.verdict[1:]}; {comp.method}. {interval_words(comp)}",),
+        tables=(comparison_display(comp),),
+        figures=(Figure(png=plots.forest_plot(comp), alt=f"paired differences {comp.model_a} minus {comp.model_b}"),),
+        notes=(
+            f"{comp.n_pairs} samples matched on task, length, seed and index ({comp.n_discordant} discordant); "
+            f"dropped {comp.n_unmatched_a} only in {comp.model_a} and {comp.n_unmatched_b} only in {comp.model_b}. "
+            "p: exact sign test (0/1 scores) or sign-flip permutation test (continuous), two-sided; "
+            "p (Holm): adjusted within the rows of its kind (cells, lengths).",
+        ),
+    )
 
 
 def build_report(
@@ -214,6 +229,37 @@ def build_report(
     out = Path(out_dir)  # created only in _write, once every number is computed and every input checked
     head, provenance = provenance_section(runs)
     head = (*head, *notes)
+    df, long_cells, short_section, short_records = _split_short_context(df, cells, n_boot=n_boot, seed=seed, ci=ci)
+    base = {"title": title, "provenance": {"header": list(head), "runs": [] if runs is None else _records(runs)}}
+    if df.empty:  # only short-context results: no length axis to report
+        sections = [s for s in (provenance, short_section) if s is not None]
+        return _short_only_report(out, title, head, sections, {**base, "short_context": short_records}, df)
+    settings = {"threshold_spec": threshold if isinstance(threshold, str) else None, "effective_length_rule": rule,
+                "relative_effective_percent": relative, "ci": ci, "n_boot": n_boot, "seed": seed}
+    tasks = task_length_table(df[df["task"] != AVG_TASK], long_cells, n_boot=n_boot, seed=seed, ci=ci)
+    avgs = length_averages(df, long_cells, n_boot=n_boot, seed=seed, ci=ci)
+    thr, summary = _model_summary(df, avgs, threshold=threshold, rule=rule, relative=relative)
+    cats = category_table(df)
+    compared = [paired_comparison(df, model_a=a, model_b=b, seed=seed) for a, b in comparisons]
+    tasks_shown = tasks[tasks["source"] == "measured"]
+    preamble, sections = _sections(
+        df, avgs=avgs, summary=summary, cats=cats, tasks=tasks_shown if len(tasks_shown) else None, compared=compared,
+        examples=examples, threshold=threshold, thr=thr, rule=rule, n_boot=n_boot, seed=seed, ci=ci, relative=relative,
+    )
+    if short_section is not None:
+        sections.insert(1, short_section)
+    sections += [s for s in (_reasoning_section(cells), training_section(runs), provenance) if s is not None]
+    results = {**base, "scale": "percent", "threshold": thr, **settings,
+               **_results_records(summary, avgs, tasks, cats, compared), "short_context": short_records}
+    report = _write(out, title, (*head, *preamble), sections, results,
+                    results_csv(tasks, avgs, summary, _short_frame(short_records["tasks"])))
+    write_ruler_summaries(out, df, tasks)
+    return report
+
+
+def _split_short_context(df: pd.DataFrame, cells: pd.DataFrame | None, *, n_boot: int, seed: int, ci: float):
+    """The long-context rows and cells apart from the short-context (length 0, lm-eval) ones, which get their own
+    section and results.json records."""
     df, short = short_context.split(normalise(df))
     long_cells, short_cells = (None, None) if cells is None else (cells[cells["length"] != 0], cells[cells["length"] == 0])
     if df.empty and short.empty:
@@ -222,63 +268,45 @@ def build_report(
         short_context.section(short, short_cells, n_boot=n_boot, seed=seed, ci=ci) if not short.empty
         else (None, {"tasks": [], "categories": []})
     )
-    base = {"title": title, "provenance": {"header": list(head), "runs": [] if runs is None else _records(runs)}}
-    if df.empty:  # only short-context results: no length axis to report
-        sections = [s for s in (provenance, short_section) if s is not None]
-        results = {**base, "short_context": short_records}
-        report = _write(out, title, head, sections, results, results_csv(None, None, None, _short_frame(short_records["tasks"])))
-        write_ruler_summaries(out, df, pd.DataFrame(columns=["model", "task", "length", "source"]))  # none: old ones go
-        return report
-    tasks = task_length_table(df[df["task"] != AVG_TASK], long_cells, n_boot=n_boot, seed=seed, ci=ci)
-    avgs = length_averages(df, long_cells, n_boot=n_boot, seed=seed, ci=ci)
+    return df, long_cells, short_section, short_records
+
+
+def _short_only_report(out: Path, title: str, head, sections, results: dict, df: pd.DataFrame) -> Report:
+    """Only short-context (lm-eval) results: no length axis, so no main table, curves or RULER summaries."""
+    report = _write(out, title, head, sections, results, results_csv(None, None, None, _short_frame(results["short_context"]["tasks"])))
+    write_ruler_summaries(out, df, pd.DataFrame(columns=["model", "task", "length", "source"]))  # none: old ones go
+    return report
+
+
+def _model_summary(df: pd.DataFrame, avgs: pd.DataFrame, *, threshold: float | str, rule: Rule,
+                   relative: float | None) -> tuple[float, pd.DataFrame]:
+    """The threshold resolved, and per model its effective lengths (absolute, and relative where asked) and averages."""
     thr = resolve_threshold(avgs, threshold)
     eff = effective_length(avgs, threshold=thr, rule=rule)
     if relative is not None:
         eff = eff.merge(relative_effective_length(avgs, percent=relative, rule=rule), on="model", how="left")
-    summary = summary_frame(avgs, eff, weighted_averages(avgs), model_meta(df))
-    cats = category_table(df)
-    compared = [paired_comparison(df, model_a=a, model_b=b, seed=seed) for a, b in comparisons]
-    tasks_shown = tasks[tasks["source"] == "measured"]
-    preamble, sections = _sections(
-        df, avgs=avgs, summary=summary, cats=cats, tasks=tasks_shown if len(tasks_shown) else None, compared=compared,
-        examples=examples, threshold=threshold, thr=thr, rule=rule, n_boot=n_boot, seed=seed, ci=ci,
-    )
-    if relative is not None:
-        preamble += (f"Effective (relative) = the longest length whose score is at least {relative:g}% of the model's own "
-                     "score at its shortest length (NoLiMa's effective length); it needs no absolute threshold.",)
-    if short_section is not None:
-        sections.insert(1, short_section)
-    thinking = reasoning_display(cells)  # thinking runs: what their scores cost
-    if thinking is not None:
-        sections.append(Section(title="Reasoning cost", tables=(thinking,), notes=(
-            "Mean reasoning tokens per sample of each cell of a thinking run (--thinking on); thinking_unfinished: samples "
-            "whose reasoning never closed within the thinking budget, each counted 0 in the cell's score.",)))
-    training = training_section(runs)
-    if training is not None:
-        sections.append(training)
-    if provenance is not None:
-        sections.append(provenance)
-    results = {
-        **base,
-        "scale": "percent",
-        "threshold": thr,
-        "threshold_spec": threshold if isinstance(threshold, str) else None,
-        "effective_length_rule": rule,
-        "relative_effective_percent": relative,
-        "ci": ci,
-        "n_boot": n_boot,
-        "seed": seed,
+    return thr, summary_frame(avgs, eff, weighted_averages(avgs), model_meta(df))
+
+
+def _reasoning_section(cells: pd.DataFrame | None) -> Section | None:
+    """Thinking runs: what their scores cost in reasoning tokens (None without one)."""
+    thinking = reasoning_display(cells)
+    if thinking is None:
+        return None
+    return Section(title="Reasoning cost", tables=(thinking,), notes=(
+        "Mean reasoning tokens per sample of each cell of a thinking run (--thinking on); thinking_unfinished: samples "
+        "whose reasoning never closed within the thinking budget, each counted 0 in the cell's score.",))
+
+
+def _results_records(summary, avgs, tasks, cats, compared) -> dict[str, list]:
+    """results.json's numbers, on the percent scale: per model, per length, per task, per category, comparisons."""
+    return {
         "models": _percent_records(summary, ["avg", "wavg_inc", "wavg_dec"]),
         "lengths": _percent_records(avgs, ["mean", "lo", "hi"]),
         "tasks": _percent_records(tasks, ["mean", "lo", "hi"]),
         "categories": [] if cats.empty else _percent_records(cats.reset_index().rename(columns=str), [str(c) for c in cats.columns]),
         "comparisons": [_comparison_json(c) for c in compared],
-        "short_context": short_records,
     }
-    report = _write(out, title, (*head, *preamble), sections, results,
-                    results_csv(tasks, avgs, summary, _short_frame(short_records["tasks"])))
-    write_ruler_summaries(out, df, tasks)
-    return report
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:
