@@ -1,5 +1,7 @@
-"""The opt-in LLM judge (`judge/qa`): another task's samples, scored by a model behind an OpenAI-compatible API with
-HELMET's model-based protocol for long-document QA (Yen et al. 2025, princeton-nlp/HELMET, scripts/eval_gpt4_longqa.py).
+"""The opt-in LLM judge (`judge/qa`, `judge/summary`): another task's samples, scored by a model behind an
+OpenAI-compatible API with HELMET's model-based protocols (Yen et al. 2025, princeton-nlp/HELMET): long-document QA
+(scripts/eval_gpt4_longqa.py) and summarisation (scripts/eval_gpt4_summ.py: fluency x F1 of key-point recall and
+sentence precision, three calls per sample; its prompts are in tasks/judge_prompts.py).
 
 `judge/qa` wraps a task (e.g. `longbench/narrativeqa`, `infinitebench/en_qa`): the same prompts, samples and model
 answers; only the score differs. The answer is cut as HELMET cuts it (newlines to spaces, the text after "Answer:"
@@ -21,7 +23,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -29,6 +31,7 @@ from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Request, Sample
+from ctxbench.tasks import judge_prompts as prompts
 from ctxbench.tasks.base import Task, TaskArgs
 
 # HELMET's QA judge prompt (scripts/eval_gpt4_longqa.py, MIT licence), verbatim; its own prompts credit
@@ -122,13 +125,13 @@ class JudgeCache:
             self._entries[key] = {"key": key, **entry}
 
 
-class JudgedQA(Task):
-    """Another task's samples, scored by an LLM judge with HELMET's QA protocol."""
+class Judged(Task):
+    """Another task's samples, scored by an LLM judge: `prompts` are the paid calls of one sample, `verdict` reads one
+    call's output (None: unreadable) and `combine` makes the score."""
 
     Args = JudgeArgs
-    metric = "judge/qa"
-    summary = "{name}: {task}'s answers scored by the LLM judge {model} with HELMET's QA rubric (fluency x correctness)"
-    data_source = "the judged task's data; paid calls to the judge's server (--judge-budget)"
+    protocol: ClassVar[str] = ""
+    rubric_chars: ClassVar[int] = 0  # the rubric prompts' characters per sample (the cost estimate)
 
     def __init__(self, name: str, args: JudgeArgs):
         from ctxbench.harness.core.config import TaskSpec, build_task
@@ -141,6 +144,15 @@ class JudgedQA(Task):
         self._client: Any = None
         self._cache: JudgeCache | None = None
 
+    def prompts(self, prediction: str, sample: Sample) -> list[str]:
+        raise NotImplementedError
+
+    def verdict(self, call: int, text: str) -> dict[str, int] | None:
+        raise NotImplementedError
+
+    def combine(self, verdicts: list[dict[str, int]], sample: Sample) -> float:
+        raise NotImplementedError
+
     @property
     def max_new_tokens(self) -> int:
         return self.inner.max_new_tokens
@@ -148,8 +160,12 @@ class JudgedQA(Task):
     @property
     def paid_calls(self) -> tuple[int, int]:
         """(judge calls, tokens at most) per scored sample: the cost guard's unit (harness/judge.py)."""
-        prompt = len(QA_PROMPT) // CHARS_PER_TOKEN + QUESTION_TOKENS + self.max_new_tokens
-        return 1, prompt + self.args.max_tokens
+        calls = self.calls_per_sample
+        prompt = self.rubric_chars // CHARS_PER_TOKEN + calls * (self.reference_tokens + self.max_new_tokens)
+        return calls, prompt + calls * self.args.max_tokens
+
+    calls_per_sample: ClassVar[int] = 1
+    reference_tokens: ClassVar[int] = QUESTION_TOKENS  # the cost estimate's allowance per call for question and references
 
     @property
     def version(self) -> str:
@@ -169,13 +185,11 @@ class JudgedQA(Task):
 
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext) -> Sample:
         s = self.inner.generate(length=length, index=index, seed=seed, ctx=ctx)
-        question = s.meta.get("question")
-        if question is None and hasattr(self.inner, "record"):
-            question = self.inner.record(index, ctx).get(self.args.question_field)
-        if question is None:
-            raise ConfigError(f"question_field: {self.args.task}'s items have no field {self.args.question_field!r}; "
-                              "name the field that holds the question")
-        return dataclasses.replace(s, task=self.name, metric=self.metric, meta={**s.meta, "question": str(question)})
+        return dataclasses.replace(s, task=self.name, metric=self.metric, meta={**s.meta, **self.sample_meta(s, index, ctx)})
+
+    def sample_meta(self, s: Sample, index: int, ctx: GenContext) -> dict[str, Any]:
+        """What the judge's prompts need beyond the judged sample (its question, its key points)."""
+        return {}
 
     def score(self, prediction: str, sample: Sample) -> float:
         score, _, error = self.score_row(prediction, sample)
@@ -184,32 +198,33 @@ class JudgedQA(Task):
         return float(score)
 
     def score_row(self, prediction: str, sample: Sample) -> tuple[float | None, dict[str, Any], str | None]:
-        """(score, the row's `judge` field, error): a verdict from the cache, else one paid call; a failure is an
-        error (the runner's error row, retried on rerun), never a 0."""
-        prompt = QA_PROMPT.format(question=sample.meta["question"], correct_answers=str(list(sample.answers)),
-                                  parsed_output=parsed_answer(prediction))
-        key = self.cache_key(prompt)
-        judge = {"model": self.args.model, "version": self.version, "protocol": "helmet-qa", "prompt_sha": key[:16]}
-        hit = self.cache().get(key)
-        if hit is None:
-            p = self.client().generate([Request(sample.id, prompt, self.args.max_tokens, user_text=prompt,
-                                                sampling=(("temperature", self.args.temperature),))])[0]
+        """(score, the row's `judge` field, error): every call's verdict from the cache, the others paid for in one
+        batch; a failure is an error (the runner's error row, retried on rerun), never a 0. Only readable verdicts
+        are cached, so a retry pays only for the calls that failed."""
+        prompts = self.prompts(prediction, sample)
+        keys = [self.cache_key(p) for p in prompts]
+        judge: dict[str, Any] = {"model": self.args.model, "version": self.version, "protocol": self.protocol,
+                                 "prompt_sha": [k[:16] for k in keys]}
+        hits = [self.cache().get(k) for k in keys]
+        judge["cached"] = sum(h is not None for h in hits)
+        todo = [i for i, h in enumerate(hits) if h is None]
+        asks = [Request(f"{sample.id}/{i}", prompts[i], self.args.max_tokens, user_text=prompts[i],
+                        sampling=(("temperature", self.args.temperature),)) for i in todo]
+        for i, p in zip(todo, self.client().generate(asks) if asks else []):
             if p.error:
                 return None, {"judge": judge}, f"judge: {p.error}"
-            if qa_verdict(p.text) is None:
-                return None, {"judge": {**judge, "output": p.text}}, "judge: no readable verdict (fluency 0-1, correctness 0-3)"
-            hit = {"output": p.text, "prompt_tokens": p.prompt_tokens, "completion_tokens": p.generated_tokens}
-            self.cache().put(key, hit)
-            judge["cached"] = False
-        else:
-            judge["cached"] = True
-        verdict = qa_verdict(hit["output"]) or {}
-        judge.update(verdict=verdict, output=hit["output"], prompt_tokens=hit.get("prompt_tokens"),
-                     completion_tokens=hit.get("completion_tokens"))
-        return verdict["fluency"] * verdict["correctness"] / 3, {"judge": judge}, None
+            if self.verdict(i, p.text) is None:
+                return None, {"judge": {**judge, "output": p.text}}, f"judge: no readable verdict ({self.protocol} call {i})"
+            hits[i] = {"output": p.text, "prompt_tokens": p.prompt_tokens, "completion_tokens": p.generated_tokens}
+            self.cache().put(keys[i], hits[i])
+        verdicts = [self.verdict(i, h["output"]) or {} for i, h in enumerate(hits)]
+        judge.update(verdicts=verdicts, outputs=[h["output"] for h in hits],
+                     prompt_tokens=sum(h.get("prompt_tokens") or 0 for h in hits),
+                     completion_tokens=sum(h.get("completion_tokens") or 0 for h in hits))
+        return self.combine(verdicts, sample), {"judge": judge}, None
 
     def cache_key(self, prompt: str) -> str:
-        ident = {"model": self.args.model, "version": self.version, "protocol": "helmet-qa",
+        ident = {"model": self.args.model, "version": self.version, "protocol": self.protocol,
                  "temperature": self.args.temperature, "max_tokens": self.args.max_tokens, "prompt": prompt}
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
@@ -227,6 +242,130 @@ class JudgedQA(Task):
                     "tokenizer": "smollm2-135m", "context_length": 131072, **self.args.backend_args}
             self._client = registry.get("backend", "openai")(model=self.args.model, **args)
         return self._client
+
+
+class JudgedQA(Judged):
+    """HELMET's long-document QA judge: fluency (0-1) x correctness (0-3) / 3."""
+
+    metric = "judge/qa"
+    protocol = "helmet-qa"
+    rubric_chars = len(QA_PROMPT)
+    summary = "{name}: {task}'s answers scored by the LLM judge {model} with HELMET's QA rubric (fluency x correctness)"
+    data_source = "the judged task's data; paid calls to the judge's server (--judge-budget)"
+
+    def sample_meta(self, s: Sample, index: int, ctx: GenContext) -> dict[str, Any]:
+        question = s.meta.get("question")
+        if question is None and hasattr(self.inner, "record"):
+            question = self.inner.record(index, ctx).get(self.args.question_field)
+        if question is None:
+            raise ConfigError(f"question_field: {self.args.task}'s items have no field {self.args.question_field!r}; "
+                              "name the field that holds the question")
+        return {"question": str(question)}
+
+    def prompts(self, prediction: str, sample: Sample) -> list[str]:
+        return [QA_PROMPT.format(question=sample.meta["question"], correct_answers=str(list(sample.answers)),
+                                 parsed_output=parsed_answer(prediction))]
+
+    def verdict(self, call: int, text: str) -> dict[str, int] | None:
+        return qa_verdict(text)
+
+    def combine(self, verdicts: list[dict[str, int]], sample: Sample) -> float:
+        return verdicts[0]["fluency"] * verdicts[0]["correctness"] / 3
+
+
+class SummaryJudgeArgs(JudgeArgs):
+    task: str = Field("infinitebench/longbook_sum_eng", description="the judged summarisation task (its answers[0] is the "
+                      "expert summary)")
+    keypoints_file: str | None = Field(None, description="HELMET's key points of each item, JSON lines {id, keypoints} "
+                                       "(data/infbench/longbook_sum_eng_keypoints.jsonl of HELMET's data)")
+    book: bool = Field(True, description="HELMET's prompts for novels (InfiniteBench); false: its legal-case prompts (Multi-LexSum)")
+
+
+class JudgedSummary(Judged):
+    """HELMET's summarisation judge: three calls (fluency 0-1, key points recalled, supported sentences); the score is
+    fluency x F1 of key-point recall and sentence precision."""
+
+    Args = SummaryJudgeArgs
+    metric = "judge/summary"
+    protocol = "helmet-summary"
+    calls_per_sample = 3
+    reference_tokens = 1024  # an expert summary or a list of key points
+    rubric_chars = len(prompts.FLUENCY_BOOK) + len(prompts.RECALL_BOOK) + len(prompts.PRECISION_BOOK)
+    summary = "{name}: {task}'s summaries scored by the LLM judge {model} with HELMET's rubric (fluency x F1 of key points)"
+    data_source = "the judged task's data and HELMET's key points (keypoints_file); paid calls (--judge-budget)"
+
+    def keypoints(self) -> dict[str, list[str]]:
+        if self.args.keypoints_file is None:
+            raise ConfigError("keypoints_file: HELMET's summary judge needs each item's key points; give HELMET's "
+                              "data/infbench/longbook_sum_eng_keypoints.jsonl (or the Multi-LexSum file)")
+        if not hasattr(self, "_keypoints"):
+            from ctxbench.tasks.realdata import read_records
+
+            rows = read_records(Path(self.args.keypoints_file).expanduser())
+            self._keypoints = {str(r.get("id")): list(r.get("keypoints") or r.get("summary/short_keypoints") or []) for r in rows}
+        return self._keypoints
+
+    def data_files(self, ctx: GenContext) -> list[Path]:
+        own = [Path(self.args.keypoints_file).expanduser()] if self.args.keypoints_file else []
+        return [*self.inner.data_files(ctx), *(p for p in own if p.is_file())]
+
+    def prepare(self, ctx: GenContext) -> None:
+        self.keypoints()
+        self.inner.prepare(ctx)
+
+    def sample_meta(self, s: Sample, index: int, ctx: GenContext) -> dict[str, Any]:
+        item = str(s.meta.get("id", index))
+        if item not in self.keypoints():
+            raise ConfigError(f"keypoints_file: no key points for item {item!r} of {self.args.task}; give HELMET's key points file")
+        return {"keypoints": self.keypoints()[item]}
+
+    def prompts(self, prediction: str, sample: Sample) -> list[str]:
+        text, book = prediction.strip(), self.args.book
+        points = "\n".join(f"{i + 1}. {kp}" for i, kp in enumerate(sample.meta["keypoints"]))
+        return [(prompts.FLUENCY_BOOK if book else prompts.FLUENCY).format(text=text),
+                (prompts.RECALL_BOOK if book else prompts.RECALL).format(keypoints=points, summary=text),
+                (prompts.PRECISION_BOOK if book else prompts.PRECISION).format(expert_summary=sample.answers[0], summary=text)]
+
+    def verdict(self, call: int, text: str) -> dict[str, int] | None:
+        return summary_verdict(call, text)
+
+    def combine(self, verdicts: list[dict[str, int]], sample: Sample) -> float:
+        fluency, recall, precision = verdicts
+        points = len(sample.meta["keypoints"])
+        rec = min(1.0, recall["recall"] / points) if points else 0.0
+        prec = min(1.0, precision["precision"] / precision["sentence_count"]) if precision["sentence_count"] > 0 else 0.0
+        return fluency["fluency"] * 2 * rec * prec / (rec + prec) if rec + prec > 0 else 0.0
+
+
+SUMMARY_KEYS = ({"fluency": (0, 1)}, {"recall": None}, {"precision": None, "sentence_count": None})
+
+
+def summary_verdict(call: int, text: str) -> dict[str, int] | None:
+    """Call `call`'s scores (0 fluency, 1 recall, 2 precision): HELMET's parse (the last {...}, else a ```json block),
+    each needed key a whole number (fluency 0 or 1); else None."""
+    found = re.findall(r"\{.*?\}", text, re.DOTALL)
+    blocks = re.findall(r"(?:```json)(.+)(?:```)", text, re.DOTALL)
+    scores = None
+    for candidate in ([found[-1]] if found else []) + ([blocks[-1]] if blocks else []):
+        try:
+            scores = json.loads(candidate)
+            break
+        except ValueError:
+            continue
+    if not isinstance(scores, dict):
+        return None
+    out = {}
+    for key, allowed in SUMMARY_KEYS[call].items():
+        value = scores.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (allowed and value not in allowed):
+            return None
+        out[key] = value
+    return out
+
+
+@register("task", "judge/summary")
+def judge_summary(**args):
+    return JudgedSummary("judge/summary", SummaryJudgeArgs(**args))
 
 
 @register("task", "judge/qa")

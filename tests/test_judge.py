@@ -24,6 +24,7 @@ class FakeJudge:
     def __init__(self):
         self.calls = 0
         self.verdict = 'Reasoning: fine. {"fluency": 1, "correctness": 3}'
+        self.reply = None  # prompt -> the judge's output, where it depends on the prompt
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,9 +43,11 @@ class FakeJudge:
                 self._send({"data": [{"id": JUDGE}]})
 
             def do_POST(self):
-                json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.calls += 1
-                self._send({"model": JUDGE, "choices": [{"message": {"content": outer.verdict}}],
+                prompt = body["messages"][-1]["content"]
+                text = outer.reply(prompt) if outer.reply else outer.verdict
+                self._send({"model": JUDGE, "choices": [{"message": {"content": text}}],
                             "usage": {"prompt_tokens": 700, "completion_tokens": 20}})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -70,10 +73,11 @@ def narrativeqa(path, n=3):
 
 
 def suite_yaml(tmp_path, url, samples=3):
+    """A suite judging hand-made NarrativeQA items with a judge model of a fresh name (an empty verdict cache)."""
     data = tmp_path / "nqa.jsonl"
     narrativeqa(data)
     text = (f"name: judged\nlengths: [1024]\nsamples: {samples}\ntasks:\n  - task: judge/qa\n    args:\n"
-            f"      task: longbench/narrativeqa\n      task_args: {{data_file: {data}}}\n      model: {JUDGE}\n"
+            f"      task: longbench/narrativeqa\n      task_args: {{data_file: {data}}}\n      model: {JUDGE}-{uuid.uuid4().hex[:8]}\n"
             f"      base_url: {url}\n      api_key_env: ''\n")
     (tmp_path / "judged.yaml").write_text(text)
     return str(tmp_path / "judged.yaml")
@@ -136,10 +140,57 @@ def test_judged_run_is_guarded_cached_and_resumable(ctxbench, tmp_path, fake_jud
     latest = {json.loads(x)["id"]: json.loads(x) for x in next(store.rglob("samples.jsonl")).read_text().splitlines()}
     assert all(r["score"] == pytest.approx(2 / 3) for r in latest.values())
     judge = next(iter(latest.values()))["judge"]
-    assert judge["model"] == JUDGE and judge["version"] == JUDGE and judge["verdict"] == {"fluency": 1, "correctness": 2}
+    assert judge["model"].startswith(JUDGE) and judge["version"] == judge["model"] and judge["verdicts"] == [{"fluency": 1, "correctness": 2}]
 
     code, _, err = ctxbench(*score)  # finished: nothing pending, no budget needed, no call
     assert code == 0 and fake_judge.calls == 6 and "all 3 samples are scored already" in err
     code, _, err = ctxbench(*score, "--fresh", "--judge-budget", "3")  # re-scored from scratch: every verdict cached
     assert code == 0 and fake_judge.calls == 6
-    assert all(json.loads(x)["judge"]["cached"] for x in next(store.rglob("samples.jsonl")).read_text().splitlines())
+    assert all(json.loads(x)["judge"]["cached"] == 1 for x in next(store.rglob("samples.jsonl")).read_text().splitlines())
+
+
+# HELMET's summary verdicts: the last {...} (else a ```json block), whole numbers, fluency 0 or 1
+@pytest.mark.parametrize("call,text,verdict", [
+    (0, 'The text is fluent. {"fluency": 1}', {"fluency": 1}),
+    (0, '{"fluency": 2}', None),
+    (1, 'Points 1 and 3 are present. {"recall": 2}', {"recall": 2}),
+    (1, '{"recall": "two"}', None),
+    (2, 'Output: {"precision": 5, "sentence_count": 15}', {"precision": 5, "sentence_count": 15}),
+    (2, '{"precision": 5}', None),
+    (2, '```json\n{"precision": 1, "sentence_count": 2}\n```', {"precision": 1, "sentence_count": 2}),
+])
+def test_summary_verdicts(call, text, verdict):
+    from ctxbench.tasks.judge import summary_verdict
+
+    assert summary_verdict(call, text) == verdict
+
+
+def test_summary_judge_scores_fluency_times_f1(ctxbench, tmp_path, fake_judge):
+    from ctxbench.tasks.judge_prompts import FLUENCY_BOOK, PRECISION_BOOK, RECALL_BOOK
+
+    data = tmp_path / "longbook_sum_eng.jsonl"
+    data.write_text("\n".join(json.dumps({"id": i, "context": f"Book {i}. " + "The raft drifted down the river. " * 30, "input": "",
+                                          "answer": [f"Family {i} travels down the river."], "options": []}) for i in range(2)))
+    points = tmp_path / "keypoints.jsonl"
+    points.write_text("\n".join(json.dumps({"id": i, "keypoints": [f"Family {i} travels.", "On a raft.", "Down a river."]})
+                                for i in range(2)))
+    seen = []
+
+    def reply(prompt):
+        which = next(p for p in (FLUENCY_BOOK, RECALL_BOOK, PRECISION_BOOK) if prompt.startswith(p[:150]))
+        seen.append(which)
+        return {FLUENCY_BOOK: '{"fluency": 1}', RECALL_BOOK: '{"recall": 2}'}.get(which, '{"precision": 1, "sentence_count": 2}')
+
+    fake_judge.reply = reply
+    (tmp_path / "s.yaml").write_text(
+        f"name: summ\nlengths: [1024]\nsamples: 2\ntasks:\n  - task: judge/summary\n    args:\n"
+        f"      task_args: {{data_file: {data}, max_new_tokens: 200}}\n      keypoints_file: {points}\n      model: {JUDGE}-summ\n"
+        f"      base_url: {fake_judge.url}\n      api_key_env: ''\n")
+    code, _, err = ctxbench("score", "--suite", str(tmp_path / "s.yaml"), "--backend", "echo", "--store",
+                            str(tmp_path / "runs"), "--judge-budget", "6")
+    assert code == 0, err
+    # the echo model writes the same text for both books: its fluency prompt is paid for once, then read from the cache
+    assert fake_judge.calls == 5 and sorted(seen) == sorted([FLUENCY_BOOK, RECALL_BOOK, RECALL_BOOK, PRECISION_BOOK, PRECISION_BOOK])
+    rows = [json.loads(x) for x in next((tmp_path / "runs").rglob("samples.jsonl")).read_text().splitlines()]
+    # recall 2 of 3 key points, precision 1 of 2 sentences: F1 = 2 * (2/3 * 1/2) / (2/3 + 1/2) = 4/7, times fluency 1
+    assert [r["score"] for r in rows] == [pytest.approx(4 / 7)] * 2 and rows[0]["judge"]["protocol"] == "helmet-summary"

@@ -22,7 +22,7 @@ def test_judge_budget_then_no_repeated_call(user):
         assert scored.code == 0, scored.err[-2000:]
         assert "judge: 3 paid calls planned" in scored.err and judge.calls == 3
         row = json.loads(next((user.cwd / "runs").rglob("samples.jsonl")).read_text().splitlines()[0])
-        assert row["judge"]["model"] == row["judge"]["version"] and row["judge"]["verdict"] == {"fluency": 1, "correctness": 3}
+        assert row["judge"]["model"] == row["judge"]["version"] and row["judge"]["verdicts"] == [{"fluency": 1, "correctness": 3}]
         assert "judge/qa/longbench/narrativeqa" in scored.out and "100.0" in scored.out
 
         again = user.run(f"{command} --judge-budget 3")
