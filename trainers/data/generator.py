@@ -48,6 +48,13 @@ def method_defaults(raw: Any, **defaults: Any) -> Any:
     return {**defaults, **raw} if isinstance(raw, dict) else raw
 
 
+def generator_defaults(field: str, **defaults: Any) -> Any:
+    """A before-validator for a config's generator field, e.g. `_defaults = generator_defaults("generator", x=1)`."""
+    from pydantic import field_validator
+
+    return field_validator(field, mode="before")(classmethod(lambda cls, v: method_defaults(v, **defaults)))
+
+
 def fingerprint(config: GeneratorConfig) -> str:
     """The one rule: what can change a reply is in it, what cannot (VOLATILE_BACKEND_ARGS, batch_size) is not."""
     from ctxbench.harness.core.models import weights_fingerprint

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ctxbench.harness.core.io import atomic_write
-from ctxbench.trainers.data.generator import GeneratorConfig, method_defaults
+from ctxbench.trainers.data.generator import GeneratorConfig, generator_defaults
 from ctxbench.trainers.data.methods import register_method
 from ctxbench.trainers.data.packing import Packer, epoch_order
 from ctxbench.trainers.data.rake import STOP_KEYWORDS, fallback_query, keywords
@@ -48,10 +48,7 @@ class QuestArgs(BaseModel):
                                                     "query (QUERY_PROMPT; calls cached beside the corpus cache); "
                                                     "instead of query_model")
 
-    @field_validator("query_generator", mode="before")
-    @classmethod
-    def _generator_defaults(cls, v):
-        return method_defaults(v, max_new_tokens=32)
+    _generator_defaults = generator_defaults("query_generator", max_new_tokens=32)
 
     @model_validator(mode="after")
     def _one_query_writer(self):

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ctxbench.harness.core.config import load_config
 from ctxbench.harness.core.errors import ConfigError
-from ctxbench.trainers.data.generator import VOLATILE_BACKEND_ARGS, GeneratorConfig, method_defaults
+from ctxbench.trainers.data.generator import VOLATILE_BACKEND_ARGS, GeneratorConfig, generator_defaults
 from ctxbench.trainers.data.synthesis import (
     Identity,
     content_hash,
@@ -70,10 +70,7 @@ class HQADataConfig(BaseModel):
                                   "every synthesis, so stages reuse each other's calls)")
     shard_samples: int = Field(100, ge=1, description="conversations per shard file")
 
-    @field_validator("generator", mode="before")
-    @classmethod
-    def _generator_defaults(cls, v):
-        return method_defaults(v, batch_size=32)
+    _generator_defaults = generator_defaults("generator", batch_size=32)
 
     @model_validator(mode="after")
     def _sizes(self):

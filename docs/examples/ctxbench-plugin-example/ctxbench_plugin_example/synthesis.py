@@ -15,19 +15,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ctxbench.harness.core.errors import ConfigError
-from ctxbench.trainers.data.synthesis import (
-    Identity,
-    envelope,
-    files_identity,
-    finish,
-    identity,
-    list_shard,
-    register_synthesis,
-    remove_unlisted,
-)
-
 # --8<-- [start:synthesis]
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.trainers.data import synthesis
 
 
 class SentencesConfig(BaseModel):
@@ -50,14 +40,14 @@ def _files(cfg: SentencesConfig) -> list[Path]:
     return files
 
 
-def sentences_identity(cfg: SentencesConfig, **_) -> Identity:
+def sentences_identity(cfg: SentencesConfig, **_) -> synthesis.Identity:
     """The config without where or how it is written, and the content of each input file (no generator)."""
-    inputs = files_identity(_files(cfg), Path(cfg.documents))
-    return identity(cfg.model_dump(exclude={"out_dir", "shard_samples"}), inputs)
+    inputs = synthesis.files_identity(_files(cfg), Path(cfg.documents))
+    return synthesis.identity(cfg.model_dump(exclude={"out_dir", "shard_samples"}), inputs)
 
 
-@register_synthesis("example_sentences", SentencesConfig, identity=sentences_identity)
-def write_sentences(cfg: SentencesConfig, ident: Identity) -> dict:
+@synthesis.register_synthesis("example_sentences", SentencesConfig, identity=sentences_identity)
+def write_sentences(cfg: SentencesConfig, ident: synthesis.Identity) -> dict:
     """Example synthesis: samples of sentences drawn across documents (a plugin's data recipe)."""
     import numpy as np
 
@@ -73,11 +63,11 @@ def write_sentences(cfg: SentencesConfig, ident: Identity) -> dict:
     rows = [{"text": " ".join(pool[i] for i in rng.choice(len(pool), cfg.sentences_per_sample, replace=False))}
             for _ in range(cfg.samples)]
     out = Path(cfg.out_dir)
-    manifest = {**envelope("example_sentences", ident, drops=drops), "shards": [], "samples": len(rows)}
+    manifest = {**synthesis.envelope("example_sentences", ident, drops=drops), "shards": [], "samples": len(rows)}
     for b in range(0, len(rows), cfg.shard_samples):  # each shard listed in the manifest once written
         text = "".join(json.dumps(r) + "\n" for r in rows[b:b + cfg.shard_samples])
-        list_shard(out, manifest, f"shard-{b // cfg.shard_samples:05d}.jsonl", {"": text})
-    remove_unlisted(out, set(manifest["shards"]), ("shard-*.jsonl",))  # left by an interrupted run
-    return finish(out, manifest, drops)
+        synthesis.list_shard(out, manifest, f"shard-{b // cfg.shard_samples:05d}.jsonl", {"": text})
+    synthesis.remove_unlisted(out, set(manifest["shards"]), ("shard-*.jsonl",))  # left by an interrupted run
+    return synthesis.finish(out, manifest, drops)
 
 # --8<-- [end:synthesis]
