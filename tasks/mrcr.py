@@ -33,7 +33,7 @@ from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Sample
 from ctxbench.tasks.base import Task, TaskArgs
 from ctxbench.tasks.length_bins import bin_item, items_in_bin
-from ctxbench.tasks.realdata import hub_file, read_records
+from ctxbench.tasks.realdata import hub_file, hub_reachable, read_records
 
 HUB = "openai/mrcr"
 REVISION = "f4c69fae7cf81f7ca26b9fee34b392a50f6b8a1d"  # the dataset's commit this task reads by default
@@ -161,8 +161,7 @@ class Mrcr(Task):
             files = self.local_files(ctx.data_dir)
             if files is None:
                 hint = f"put the files at data_dir/mrcr/{self.args.needles}needle/ (from the {HUB} hub repo) or pass data_path"
-                files = [hub_file(HUB, f.format(n=self.args.needles), what=self.name, hint=hint, revision=self.args.revision)
-                         for f in HUB_FILES]
+                files = [hub_file(HUB, f, what=self.name, hint=hint, revision=self.args.revision) for f in self.hub_names()]
             items = read_items(files)
             if not items.rows:
                 raise ConfigError(f"{self.name}: the data holds no items; give the official files")
@@ -172,6 +171,21 @@ class Mrcr(Task):
 
     def prepare(self, ctx: GenContext) -> None:
         self.items(ctx)
+
+    def hub_names(self) -> list[str]:
+        """This needle count's parquet files at the pinned revision (as listed by the hub; HUB_FILES if it cannot list)."""
+        n = self.args.needles
+        try:
+            from huggingface_hub import list_repo_files
+
+            if not hub_reachable():
+                raise OSError("offline")
+
+            listed = sorted(f for f in list_repo_files(HUB, repo_type="dataset", revision=self.args.revision)
+                            if f.startswith(f"{n}needle/") and f.endswith(".parquet"))
+        except Exception:  # noqa: BLE001 - offline or an older client: the known names, downloaded (or refused) below
+            listed = []
+        return listed or [f.format(n=n) for f in HUB_FILES]
 
     def rendered(self, i: int, ctx: GenContext):
         """The rendered conversation of official item i and its token count."""
