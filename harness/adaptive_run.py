@@ -16,6 +16,7 @@ from typing import Any
 
 from ctxbench.harness import adaptive
 from ctxbench.harness.core import datasets
+from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.progress import progress
 from ctxbench.harness.core.store import RunStore, error_reason
 
@@ -103,6 +104,20 @@ def lengths_of(cells: list[Any], store: RunStore, until: adaptive.Until) -> tupl
     for item in out:
         item.assess(rule)
     return out, rest
+
+
+def check_pairs(until: adaptive.Until, lengths: list[Length], seed: int) -> None:
+    """--vs pairs samples by id (task, length, index): the earlier run must hold the same samples (its seed) and at
+    least one complete round at every length, or nothing can be paired; refused before anything is written."""
+    earlier = RunStore(Path(until.vs).parent, Path(until.vs).name).read_record()
+    name = Path(until.vs).name
+    if int(earlier.get("seed") or 0) != seed:
+        raise ConfigError(f"--vs: {name} was scored with seed {earlier.get('seed')} and this run with {seed}: their "
+                          f"samples differ, so none pair; pass --seed {earlier.get('seed')}")
+    empty = [str(x.length) for x in lengths if x.limit == 0]
+    if empty:
+        raise ConfigError(f"--vs: {name} has no complete round (every task's sample 0) at length {', '.join(empty)}; "
+                          "score it there first, or drop those lengths (--lengths)")
 
 
 def _scores(latest: dict[str, dict[str, Any]], cells: list[Any]) -> dict[tuple[str, int], float]:
