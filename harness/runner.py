@@ -37,7 +37,6 @@ from rich.console import Console
 
 from ctxbench.harness.core import datasets
 from ctxbench.harness.core.config import Suite
-from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.metrics import is_empty
 from ctxbench.harness.core.progress import progress
 from ctxbench.harness.core.provenance import plugins_used, versions
@@ -187,13 +186,11 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
 def _sequential_done(ready: Prepared, console: Console) -> bool:
     """A sequential run whose every length has stopped under its rule needs no weights (checked before they load);
     --vs refuses a length the earlier run has no complete round of."""
-    from ctxbench.harness.adaptive_run import lengths_of
+    from ctxbench.harness.adaptive_run import check_pairs, lengths_of
 
     lengths, rest = lengths_of(ready.cells, ready.store, ready.plan.until)
-    empty = [str(x.length) for x in lengths if x.limit == 0]
-    if ready.plan.until.vs and empty:
-        raise ConfigError(f"--vs: {Path(ready.plan.until.vs).name} has no complete round (every task's sample 0) at "
-                          f"length {', '.join(empty)}; score it there first, or drop those lengths (--lengths)")
+    if ready.plan.until.vs:
+        check_pairs(ready.plan.until, lengths, ready.plan.suite.seed)
     if rest or not all(x.final for x in lengths):
         return False
     console.print(f"{ready.store.dir.name}: every length has stopped under --until {ready.plan.until.kind}; the table "

@@ -93,6 +93,9 @@ def test_vs_stops_once_the_sign_is_settled(user: User, data_dir):
     assert "512: settled negative" in r.out, r.out
     state = json.loads(next((user.cwd / "runs").glob("b-*/adaptive.json")).read_text())
     assert state["rule"]["until"] == "vs" and state["lengths"]["512"]["rounds"] < 60
+    other = user.run(f"{base} --label c --backend-arg accuracy=0.0 --vs runs/{earlier.name} --seed 7")
+    assert other.code == 2 and "--vs: " in other.last_err_line and "pass --seed 42" in other.last_err_line, other.err
+    assert not list((user.cwd / "runs").glob("c-*"))  # refused before anything is written
 
 
 def test_bad_sequential_values_are_refused_before_anything_is_written(ctxbench, tmp_path, monkeypatch):
