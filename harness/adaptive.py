@@ -126,13 +126,15 @@ def clip(score: float, lower: float = 0.0, upper: float = 1.0) -> float:
     return min(max(float(score), lower), upper)
 
 
+def round_values(scores: dict[tuple[str, int], float], tasks: dict[str, int], rounds: int) -> list[list[float]]:
+    """Each round's scores, one per task (a task with fewer samples than the round leaves that round). The verdict
+    takes them whole: a round counts as its tasks' samples, not as one mean (which would settle several times later)."""
+    return [[scores[(t, r)] for t, n in tasks.items() if r < n] for r in range(rounds)]
+
+
 def round_means(scores: dict[tuple[str, int], float], tasks: dict[str, int], rounds: int) -> list[float]:
-    """The mean over tasks of each round's scores (a task with fewer samples than the round leaves that round)."""
-    out = []
-    for r in range(rounds):
-        values = [scores[(t, r)] for t, n in tasks.items() if r < n]
-        out.append(sum(values) / len(values))
-    return out
+    """The mean over tasks of each round's scores."""
+    return [sum(values) / len(values) for values in round_values(scores, tasks, rounds)]
 
 
 def complete_rounds(scores: dict[tuple[str, int], float], tasks: dict[str, int], limit: int) -> int:

@@ -65,7 +65,7 @@ class Length:
         the samples themselves (a bare round mean would count as one sample: 28% of RULER's samples, not 18%)."""
         scores = self.scores if not self.paired else {k: v - self.paired[k] for k, v in self.scores.items()
                                                       if k in self.paired}
-        return [[scores[(t, r)] for t, n in self.tasks.items() if r < n] for r in range(rounds)]
+        return adaptive.round_values(scores, self.tasks, rounds)
 
     def assess(self, rule: Any, stalled: bool = False) -> dict[str, Any]:
         from ctxbench.leaderboard.sequential import verdict
