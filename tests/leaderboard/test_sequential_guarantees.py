@@ -116,7 +116,8 @@ def at_threshold_settled(runs: int, rounds: int = 500) -> float:
     return float((decision != "undecided").mean())
 
 
-def check_null_sign(runs: int) -> None:
+def check_true_nulls(runs: int) -> None:
+    """At a true null (equal models; a length exactly at the threshold) every settled verdict is wrong."""
     sign_errors = null_sign_errors(runs)
     assert sign_errors <= ALPHA + 0.01, f"sign settled under a true null in {sign_errors:.3%} of runs"
     at_threshold = at_threshold_settled(runs)
@@ -127,8 +128,8 @@ def test_wrong_verdicts_and_coverage_at_stopping_time():
     check_profile(2_000)
 
 
-def test_sign_error_under_a_true_null():
-    check_null_sign(2_000)
+def test_sign_error_and_threshold_error_under_true_nulls():
+    check_true_nulls(2_000)
 
 
 def test_width_rule_covers_at_its_stopping_time():
@@ -160,7 +161,7 @@ def test_the_simulator_catches_peeking_with_a_fixed_n_interval():
 @pytest.mark.slow
 def test_guarantees_over_ten_thousand_runs():
     check_profile(10_000)
-    check_null_sign(10_000)
+    check_true_nulls(10_000)
 
 
 if __name__ == "__main__":  # the published figures: python tests/leaderboard/test_sequential_guarantees.py 10000
