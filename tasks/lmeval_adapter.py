@@ -46,104 +46,110 @@ def __getattr__(name: str):
 
 @functools.cache
 def _lm_class():
+    """CtxbenchLM: lm-eval's ``LM`` with the methods of ``_OverBackend``."""
     from lm_eval.api.model import LM
 
-    class CtxbenchLM(LM):
-        """lm-eval ``LM`` over a ctxbench backend (an object, or built from ``model`` + ``backend`` name + args).
-
-        Decoding is greedy whatever a task's generation_kwargs ask; prompts are sent as lm-eval renders them
-        (lm-eval applies the chat template itself when run with apply_chat_template).
-        """
-
-        def __init__(self, backend: Any = None, *, model: str | None = None, backend_name: str = "hf",
-                     batch_size: int | str | None = None, max_batch_size: int | None = None, device: str | None = None,
-                     **backend_args: Any):
-            super().__init__()
-            if backend is None or isinstance(backend, str):
-                from ctxbench.harness.core import registry
-
-                backend_name = backend if isinstance(backend, str) else backend_name
-                if not model:
-                    raise ConfigError("model: CtxbenchLM needs a backend object or model=<alias, dir or hub id>")
-                if device is not None:
-                    backend_args.setdefault("device", device)
-                if batch_size not in (None, "auto") and backend_name == "hf":
-                    backend_args.setdefault("batch_size", int(batch_size))
-                backend = registry.get("backend", backend_name, field="backend")(model=model, **backend_args)
-            self.backend = backend
-            self.tokenizer = backend.tokenizer
-
-        # -- scoring ----------------------------------------------------------------------------------
-        def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-            fn = self._need("loglikelihood")
-            out = [(float(ll), bool(g)) for ll, g in fn([tuple(r.args) for r in requests])]
-            for r, o in zip(requests, out):
-                self.cache_hook.add_partial("loglikelihood", r.args, o)
-            return out
-
-        def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
-            fn = self._need("loglikelihood_rolling")
-            out = [float(x) for x in fn([r.args[0] for r in requests])]
-            for r, o in zip(requests, out):
-                self.cache_hook.add_partial("loglikelihood_rolling", r.args, o)
-            return out
-
-        def _need(self, method: str):
-            if "loglikelihood" not in getattr(self.backend, "capabilities", frozenset()):
-                raise ConfigError(
-                    f"backend {getattr(self.backend, 'name', '?')!r}: cannot compute log-likelihoods, which lm-eval "
-                    "multiple-choice and perplexity tasks need; use the hf backend, or generative tasks only"
-                )
-            return getattr(self.backend, method)
-
-        # -- generation -------------------------------------------------------------------------------
-        def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-            from ctxbench.harness.core.types import Request
-
-            reqs, stops = [], []
-            for i, r in enumerate(requests):
-                context, kwargs = r.args
-                kwargs = dict(kwargs or {})
-                until = kwargs.get("until") or []
-                until = [until] if isinstance(until, str) else list(until)
-                max_new = int(kwargs.get("max_gen_toks") or kwargs.get("max_new_tokens") or 256)
-                reqs.append(Request(f"lmeval#{i}", context, max_new, add_special_tokens=not self._starts_with_bos(context),
-                                    user_text=context))
-                stops.append(until)
-            out = []
-            preds = self.backend.generate(reqs)
-            for r, p, until in zip(requests, preds, stops):
-                if p.error:
-                    raise RuntimeError(f"backend failed on an lm-eval request: {p.error}")
-                text = p.text
-                for stop in until:
-                    if stop:
-                        text = text.split(stop)[0]
-                out.append(text)
-                self.cache_hook.add_partial("generate_until", r.args, text)
-            return out
-
-        def _starts_with_bos(self, text: str) -> bool:
-            bos = getattr(self.tokenizer, "bos_token", None)
-            return bool(bos) and text.startswith(bos)
-
-        # -- chat templates ---------------------------------------------------------------------------
-        def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-            return self.tokenizer.apply_chat_template(chat_history, tokenize=False, add_generation_prompt=add_generation_prompt,
-                                                      continue_final_message=not add_generation_prompt)
-
-        @property
-        def tokenizer_name(self) -> str:
-            return str(getattr(self.tokenizer, "name_or_path", "")).replace("/", "__")
-
-        def chat_template(self, chat_template: bool | str = False) -> str | None:
-            return getattr(self.tokenizer, "chat_template", None) if chat_template else None
-
-        def get_model_info(self) -> dict:
-            info = self.backend.info() if hasattr(self.backend, "info") else {}
-            return {"ctxbench_backend": getattr(self.backend, "name", "?"), **{f"ctxbench_{k}": v for k, v in info.items()}}
+    class CtxbenchLM(_OverBackend, LM):
+        __doc__ = _OverBackend.__doc__
 
     return CtxbenchLM
+
+
+class _OverBackend:
+    """The methods of lm-eval's ``LM`` over a ctxbench backend (an object, or built from ``model`` + ``backend`` name
+    + args), kept apart from ``LM`` so lm-eval is imported only when the class is asked for (``_lm_class``).
+
+    Decoding is greedy whatever a task's generation_kwargs ask; prompts are sent as lm-eval renders them
+    (lm-eval applies the chat template itself when run with apply_chat_template).
+    """
+
+    def __init__(self, backend: Any = None, *, model: str | None = None, backend_name: str = "hf",
+                 batch_size: int | str | None = None, max_batch_size: int | None = None, device: str | None = None,
+                 **backend_args: Any):
+        super().__init__()
+        if backend is None or isinstance(backend, str):
+            from ctxbench.harness.core import registry
+
+            backend_name = backend if isinstance(backend, str) else backend_name
+            if not model:
+                raise ConfigError("model: CtxbenchLM needs a backend object or model=<alias, dir or hub id>")
+            if device is not None:
+                backend_args.setdefault("device", device)
+            if batch_size not in (None, "auto") and backend_name == "hf":
+                backend_args.setdefault("batch_size", int(batch_size))
+            backend = registry.get("backend", backend_name, field="backend")(model=model, **backend_args)
+        self.backend = backend
+        self.tokenizer = backend.tokenizer
+
+    # -- scoring ----------------------------------------------------------------------------------
+    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        fn = self._need("loglikelihood")
+        out = [(float(ll), bool(g)) for ll, g in fn([tuple(r.args) for r in requests])]
+        for r, o in zip(requests, out):
+            self.cache_hook.add_partial("loglikelihood", r.args, o)
+        return out
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        fn = self._need("loglikelihood_rolling")
+        out = [float(x) for x in fn([r.args[0] for r in requests])]
+        for r, o in zip(requests, out):
+            self.cache_hook.add_partial("loglikelihood_rolling", r.args, o)
+        return out
+
+    def _need(self, method: str):
+        if "loglikelihood" not in getattr(self.backend, "capabilities", frozenset()):
+            raise ConfigError(
+                f"backend {getattr(self.backend, 'name', '?')!r}: cannot compute log-likelihoods, which lm-eval "
+                "multiple-choice and perplexity tasks need; use the hf backend, or generative tasks only"
+            )
+        return getattr(self.backend, method)
+
+    # -- generation -------------------------------------------------------------------------------
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        from ctxbench.harness.core.types import Request
+
+        reqs, stops = [], []
+        for i, r in enumerate(requests):
+            context, kwargs = r.args
+            kwargs = dict(kwargs or {})
+            until = kwargs.get("until") or []
+            until = [until] if isinstance(until, str) else list(until)
+            max_new = int(kwargs.get("max_gen_toks") or kwargs.get("max_new_tokens") or 256)
+            reqs.append(Request(f"lmeval#{i}", context, max_new, add_special_tokens=not self._starts_with_bos(context),
+                                user_text=context))
+            stops.append(until)
+        out = []
+        preds = self.backend.generate(reqs)
+        for r, p, until in zip(requests, preds, stops):
+            if p.error:
+                raise RuntimeError(f"backend failed on an lm-eval request: {p.error}")
+            text = p.text
+            for stop in until:
+                if stop:
+                    text = text.split(stop)[0]
+            out.append(text)
+            self.cache_hook.add_partial("generate_until", r.args, text)
+        return out
+
+    def _starts_with_bos(self, text: str) -> bool:
+        bos = getattr(self.tokenizer, "bos_token", None)
+        return bool(bos) and text.startswith(bos)
+
+    # -- chat templates ---------------------------------------------------------------------------
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        return self.tokenizer.apply_chat_template(chat_history, tokenize=False, add_generation_prompt=add_generation_prompt,
+                                                  continue_final_message=not add_generation_prompt)
+
+    @property
+    def tokenizer_name(self) -> str:
+        return str(getattr(self.tokenizer, "name_or_path", "")).replace("/", "__")
+
+    def chat_template(self, chat_template: bool | str = False) -> str | None:
+        return getattr(self.tokenizer, "chat_template", None) if chat_template else None
+
+    def get_model_info(self) -> dict:
+        info = self.backend.info() if hasattr(self.backend, "info") else {}
+        return {"ctxbench_backend": getattr(self.backend, "name", "?"), **{f"ctxbench_{k}": v for k, v in info.items()}}
 
 
 # ---- running lm-eval ------------------------------------------------------------------------------

@@ -56,37 +56,10 @@ def export_lm_eval(out_dir: str | Path, suite, *, tokenizer: str | None = None, 
         task = build_task(spec)  # validates the args, and gives the generation budget
         if task.external:
             continue  # lm-eval's own tasks need no export
-        for length in getattr(spec, "lengths", None) or suite.lengths:
+        for length in spec.lengths or suite.lengths:
             name = task_name(spec.display, length)
-            cfg = {
-                "task": name,
-                "task_alias": f"{spec.display} @ {length}",
-                "tag": [f"ctxbench_{slug(spec.display)}"],
-                "dataset_path": "",
-                "dataset_name": None,
-                "custom_dataset": "!function ctxbench_utils.dataset",
-                "dataset_kwargs": {
-                    "ctxbench_task": spec.task,
-                    "ctxbench_name": spec.display,
-                    "ctxbench_args": dict(spec.args),
-                    "ctxbench_length": length,
-                    "ctxbench_samples": suite.samples,  # unless the task fixes its own count (as in the runner)
-                    "ctxbench_seed": suite.seed,
-                    "ctxbench_template": template or suite.template,
-                    "ctxbench_verify": verify or suite.verify,
-                    **({"ctxbench_tokenizer": tokenizer} if tokenizer else {}),
-                    **({"ctxbench_data_dir": str(data_dir)} if data_dir else {}),
-                },
-                "output_type": "generate_until",
-                "test_split": "test",
-                "num_fewshot": 0,
-                "doc_to_text": "{{input}}",
-                "doc_to_target": "{{answers}}",
-                "process_results": "!function ctxbench_utils.process_results",
-                "metric_list": [{"metric": "score", "aggregation": "mean", "higher_is_better": True}],
-                "generation_kwargs": {"do_sample": False, "temperature": 0.0, "max_gen_toks": task.max_new_tokens, "until": []},
-                "metadata": {"version": 1, "ctxbench_metric": task.metric},
-            }
+            cfg = _task_config(name, spec, task, suite, length, tokenizer=tokenizer, data_dir=data_dir, template=template,
+                               verify=verify)
             files.append(_write_yaml(out / f"{name}.yaml", cfg, f"ctxbench {spec.display} at {length} tokens ({task.metric})"))
             names.append(name)
             per_length.setdefault(length, []).append(name)
@@ -106,6 +79,40 @@ def export_lm_eval(out_dir: str | Path, suite, *, tokenizer: str | None = None, 
     (out / "ctxbench_utils.py").write_text(UTILS)
     files.append(out / "ctxbench_utils.py")
     return Exported(tasks=names, groups=[top, *groups], files=files)
+
+
+def _task_config(name: str, spec, task, suite, length: int, *, tokenizer: str | None, data_dir: str | None,
+                 template: str | None, verify: str | None) -> dict:
+    """One task at one length as an lm-eval task: its samples come from ctxbench_utils.dataset, scored by ctxbench."""
+    return {
+        "task": name,
+        "task_alias": f"{spec.display} @ {length}",
+        "tag": [f"ctxbench_{slug(spec.display)}"],
+        "dataset_path": "",
+        "dataset_name": None,
+        "custom_dataset": "!function ctxbench_utils.dataset",
+        "dataset_kwargs": {
+            "ctxbench_task": spec.task,
+            "ctxbench_name": spec.display,
+            "ctxbench_args": dict(spec.args),
+            "ctxbench_length": length,
+            "ctxbench_samples": suite.samples,  # unless the task fixes its own count (as in the runner)
+            "ctxbench_seed": suite.seed,
+            "ctxbench_template": template or suite.template,
+            "ctxbench_verify": verify or suite.verify,
+            **({"ctxbench_tokenizer": tokenizer} if tokenizer else {}),
+            **({"ctxbench_data_dir": str(data_dir)} if data_dir else {}),
+        },
+        "output_type": "generate_until",
+        "test_split": "test",
+        "num_fewshot": 0,
+        "doc_to_text": "{{input}}",
+        "doc_to_target": "{{answers}}",
+        "process_results": "!function ctxbench_utils.process_results",
+        "metric_list": [{"metric": "score", "aggregation": "mean", "higher_is_better": True}],
+        "generation_kwargs": {"do_sample": False, "temperature": 0.0, "max_gen_toks": task.max_new_tokens, "until": []},
+        "metadata": {"version": 1, "ctxbench_metric": task.metric},
+    }
 
 
 def _write_yaml(path: Path, cfg: dict, comment: str) -> Path:

@@ -103,8 +103,24 @@ def inspect(out_dir: str | Path, *, sample: int = 256, seed: int = 0, embed: str
 
         raise ConfigError(f"SHARDS: {out} has no manifest.json; run `ctxbench data pack` first")
     seps = {v for v in m.stats.get("separators", {}).values() if v is not None}
-    names = m.stats.get("domain_names", [])
     labels = {0: m.method, 1: "standard (mix)"}
+    per, seq_index, hashes = _tally(out, m)
+    rng = np.random.default_rng(seed)
+    report: dict[str, Any] = {}
+    for s, p in sorted(per.items()):
+        mine = [x for x in seq_index if x[2] == s]
+        pick = sorted(rng.choice(len(mine), size=min(sample, len(mine)), replace=False).tolist())
+        seqs = [np.load(out / m.shards[mine[i][0]], mmap_mode="r")[mine[i][1]] for i in pick]
+        groups = [split_docs(q, seps) for q in seqs]
+        sims = _minilm_sims(groups, m.tokenizer) if embed == "minilm" else _tfidf_sims(groups)
+        report[labels[s]] = _source_report(p, m, seqs, sims=sims, embed=embed, seq_hashes=hashes[s])
+    return {"dir": str(out), "method": m.method, "seq_len": m.seq_len, "complete": m.complete,
+            "config_hash": m.config_hash, "stats": m.stats.get("methods", {}), "report": report}
+
+
+def _tally(out: Path, m) -> tuple[dict[int, dict[str, Any]], list[tuple[int, int, int]], dict[int, Counter]]:
+    """One pass over every shard's side file: per source (0 the method, 1 the mix) its documents, domains and
+    duplicates; every sequence's (shard, row, source); and each source's sequence hashes."""
     per: dict[int, dict[str, Any]] = {}
     seq_index: list[tuple[int, int, int]] = []  # (shard, row, source)
     hashes: dict[int, Counter] = {}
@@ -130,33 +146,30 @@ def inspect(out_dir: str | Path, *, sample: int = 256, seed: int = 0, embed: str
             p["doms_per_seq"].append(len(np.unique(doms[offs[r]:offs[r + 1]])))
             hashes.setdefault(s, Counter())[hash(arr[r].tobytes())] += 1
             seq_index.append((si, r, s))
-    rng = np.random.default_rng(seed)
-    report: dict[str, Any] = {}
-    for s, p in sorted(per.items()):
-        mine = [x for x in seq_index if x[2] == s]
-        pick = sorted(rng.choice(len(mine), size=min(sample, len(mine)), replace=False).tolist())
-        seqs = [np.load(out / m.shards[mine[i][0]], mmap_mode="r")[mine[i][1]] for i in pick]
-        groups = [split_docs(q, seps) for q in seqs]
-        sims = _minilm_sims(groups, m.tokenizer) if embed == "minilm" else _tfidf_sims(groups)
-        all_ids = np.concatenate(p["doc_ids"]) if p["doc_ids"] else np.zeros(0)
-        placements = len(all_ids)
-        total_dom = sum(p["domains"].values()) or 1
-        report[labels[s]] = {
-            "sequences": p["sequences"], "tokens": p["sequences"] * m.seq_len,
-            "docs_per_sequence": {"mean": round(float(np.mean(p["docs"])), 3), "median": float(np.median(p["docs"])),
-                                  "p90": float(np.percentile(p["docs"], 90))},
-            "domains": {(names[k] if k < len(names) else str(k)) or "(none)": round(v / total_dom, 4)
-                        for k, v in p["domains"].most_common(8)},
-            "domains_per_sequence": round(float(np.mean(p["doms_per_seq"])), 3),
-            "zipf": _stats([zipf_coefficient(q) for q in seqs]),
-            "doc_similarity": _stats(sims), "similarity_measure": "minilm cosine" if embed == "minilm" else
-            "tf-idf cosine (token ids)",
-            "duplicate_rate": round(1 - len(np.unique(all_ids)) / placements, 4) if placements else 0.0,
-            "within_sequence_duplicates": p["within_dups"],
-            "duplicate_sequences": int(sum(c - 1 for c in hashes[s].values())),
-        }
-    return {"dir": str(out), "method": m.method, "seq_len": m.seq_len, "complete": m.complete,
-            "config_hash": m.config_hash, "stats": m.stats.get("methods", {}), "report": report}
+    return per, seq_index, hashes
+
+
+def _source_report(p: dict[str, Any], m, seqs: list, *, sims: list[float], embed: str, seq_hashes: Counter) -> dict[str, Any]:
+    """One source's counts: documents per sequence, domains, Zipf fit and similarity of the sampled sequences,
+    duplicates."""
+    names = m.stats.get("domain_names", [])
+    all_ids = np.concatenate(p["doc_ids"]) if p["doc_ids"] else np.zeros(0)
+    placements = len(all_ids)
+    total_dom = sum(p["domains"].values()) or 1
+    return {
+        "sequences": p["sequences"], "tokens": p["sequences"] * m.seq_len,
+        "docs_per_sequence": {"mean": round(float(np.mean(p["docs"])), 3), "median": float(np.median(p["docs"])),
+                              "p90": float(np.percentile(p["docs"], 90))},
+        "domains": {(names[k] if k < len(names) else str(k)) or "(none)": round(v / total_dom, 4)
+                    for k, v in p["domains"].most_common(8)},
+        "domains_per_sequence": round(float(np.mean(p["doms_per_seq"])), 3),
+        "zipf": _stats([zipf_coefficient(q) for q in seqs]),
+        "doc_similarity": _stats(sims),
+        "similarity_measure": "minilm cosine" if embed == "minilm" else "tf-idf cosine (token ids)",
+        "duplicate_rate": round(1 - len(np.unique(all_ids)) / placements, 4) if placements else 0.0,
+        "within_sequence_duplicates": p["within_dups"],
+        "duplicate_sequences": int(sum(c - 1 for c in seq_hashes.values())),
+    }
 
 
 def table(reports: list[dict[str, Any]]):
