@@ -102,7 +102,7 @@ def _rounds(values, per_round: int, lower: float, upper: float, *, batch: bool) 
     rows = values if batch else [values]
     if isinstance(rows, np.ndarray) or all(np.ndim(round_) == 0 for row in rows for round_ in row):
         array = np.clip((np.asarray(rows, dtype=float) - lower) / (upper - lower), 0.0, 1.0)
-        return _vertex(array, per_round) if array.ndim == 2 else (array, np.ones_like(array))
+        return _vertex(array, per_round) if array.ndim == 2 else _support(array, np.ones_like(array))
     width = max((len(round_) for row in rows for round_ in row), default=1)
     points = np.zeros((len(rows), max(len(row) for row in rows), width))
     weights = np.zeros_like(points)
@@ -110,7 +110,18 @@ def _rounds(values, per_round: int, lower: float, upper: float, *, batch: bool) 
         for t, round_ in enumerate(row):
             points[r, t, :len(round_)] = np.clip((np.asarray(round_, dtype=float) - lower) / (upper - lower), 0, 1)
             weights[r, t, :len(round_)] = 1.0
-    return points, weights
+    return _support(points, weights)
+
+
+def _support(points: np.ndarray, weights: np.ndarray, most: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """Samples with few distinct values (0/1 scores, paired differences) as those values with counts per round:
+    the same capital, at a fraction of the work of one term per task."""
+    distinct, which = np.unique(points, return_inverse=True)
+    if distinct.size > most:
+        return points, weights
+    which = which.reshape(points.shape)
+    counts = np.stack([(weights * (which == j)).sum(axis=-1) for j in range(distinct.size)], axis=-1)
+    return np.broadcast_to(distinct, counts.shape).copy(), counts
 
 
 def _bets(points: np.ndarray, weights: np.ndarray, alpha: float) -> np.ndarray:
