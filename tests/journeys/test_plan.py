@@ -60,3 +60,15 @@ def test_bad_plan_input_is_one_line(ctxbench, tmp_path, monkeypatch, args, line)
     code, out, err = ctxbench("plan", "--suite", "ruler-quick", *args.split())
     assert (code, err.strip()) == (2, line)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_plan_as_json_for_scripts(ctxbench, tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    code, out, err = ctxbench("plan", "--suite", "ruler-quick", "--scores", "1k=99,2k=50", "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    (target,) = plan["targets"]
+    assert [(row["length"], row["score"]) for row in target["rows"]] == [(1024, 99.0), (2048, 50.0)]
+    assert target["total_samples"] < plan["full_samples"] and plan["full_seconds"] is None
