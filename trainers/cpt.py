@@ -104,11 +104,13 @@ class PackedSequences:
 def collate_packed(rows: list[dict[str, np.ndarray]]) -> dict[str, Any]:
     """Full packed sequences, no padding; the model shifts labels itself. The all-ones attention mask changes no
     logit: it is there so that non-padding token accounting counts every token (the pad id is often EOS, the
-    document separator in packed data)."""
+    document separator in packed data). position_ids are the model's own default (0..S-1, one causal window over
+    the packed documents); sequence parallelism needs them explicit, to keep each shard's global positions."""
     import torch
 
     ids = torch.from_numpy(np.stack([r["input_ids"] for r in rows]))
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone()}
+    positions = torch.arange(ids.shape[1]).expand_as(ids).clone()
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone(), "position_ids": positions}
 
 
 @register("trainer", "cpt")

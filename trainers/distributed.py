@@ -42,7 +42,8 @@ def distributed_arguments(kw: dict[str, Any], *, has_cuda: bool) -> dict[str, An
         import importlib.util
 
         if importlib.util.find_spec("deepspeed") is None:
-            raise ConfigError("deepspeed: the deepspeed package is not installed; install it (pip install deepspeed) "
+            raise ConfigError("deepspeed: the deepspeed package is not installed; install it (pip install 'ctxbench[train]', "
+                              "which pins deepspeed==0.19.8) "
                               "or drop deepspeed from the config to train with plain DDP")
         return {**kw, **deepspeed_on_cpu()} if not has_cuda else kw  # on GPUs DeepSpeed sets up its own group
     if not has_cuda or kw.get("use_cpu"):
@@ -57,6 +58,55 @@ def distributed_arguments(kw: dict[str, Any], *, has_cuda: bool) -> dict[str, An
             raise ConfigError(f"--nproc_per_node: {local_world_size()} processes on a machine with "
                               f"{torch.cuda.device_count()} GPU(s); launch at most one process per GPU")
     return {"ddp_find_unused_parameters": False, **kw}  # every trained weight takes part in every step
+
+
+SP_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3")  # what DeepSpeed-Ulysses wraps (not eager: its 4D mask)
+
+
+def check_sequence_parallel(degree: int, *, deepspeed: str | None, attn: str, seq_len: int, trainer: str,
+                            supported: bool = True, heads: tuple[int, int] | None = None) -> None:
+    """Refuse, in one line and before anything is written, a sequence-parallel degree that cannot run as configured."""
+    if degree == 1:
+        return
+    where = "sequence_parallel"
+    if not supported:
+        raise ConfigError(f"{where}: trainer {trainer} has no sequence parallelism (its sequences fit one GPU, see "
+                          "`ctxbench train ... --plan`); set sequence_parallel: 1")
+    if not deepspeed:
+        raise ConfigError(f"{where}: {degree} needs DeepSpeed (DeepSpeed-Ulysses shards the sequence inside it); "
+                          "set deepspeed: zero3 (or a ZeRO-2 JSON)")
+    if attn not in SP_ATTENTION:
+        raise ConfigError(f"{where}: {degree} needs attn_implementation sdpa or flash_attention_2/3, not {attn}")
+    if world_size() % degree:
+        raise ConfigError(f"{where}: {degree} does not divide the {world_size()} launched process(es); launch a multiple of "
+                          f"{degree} (torchrun --nproc_per_node {degree})")
+    if seq_len % degree:
+        raise ConfigError(f"{where}: {degree} does not divide the sequence length {seq_len}; use a seq_len divisible by it")
+    if heads is not None and (heads[0] % degree or (heads[1] % degree and degree % heads[1])):
+        raise ConfigError(f"{where}: {degree} must divide the model's {heads[0]} attention heads, and divide or be a "
+                          f"multiple of its {heads[1]} key/value heads (Ulysses gives each process whole heads)")
+
+
+def model_heads(base: Any) -> tuple[int, int] | None:
+    """(attention heads, key/value heads) of a scratch, known or local model; None where only a download would tell."""
+    from ctxbench.trainers.memory_plan import shape_of
+
+    try:
+        shape = shape_of(base)
+    except ConfigError:
+        return None
+    return shape.heads, shape.kv_heads
+
+
+def sequence_parallel_arguments(kw: dict[str, Any], degree: int, attn: str) -> dict[str, Any]:
+    """TrainingArguments keys for DeepSpeed-Ulysses over `degree` processes (transformers and accelerate drive it)."""
+    if degree == 1:
+        return kw
+    from accelerate.parallelism_config import ParallelismConfig
+    from accelerate.utils import DeepSpeedSequenceParallelConfig
+
+    handler = DeepSpeedSequenceParallelConfig(sp_attn_implementation=attn)
+    return {**kw, "parallelism_config": ParallelismConfig(sp_backend="deepspeed", sp_size=degree, sp_handler=handler)}
 
 
 def deepspeed_on_cpu() -> dict[str, Any]:
@@ -86,10 +136,13 @@ def use_threads(threads: int) -> None:
         torch.set_num_threads(max(1, default_threads() // local_world_size()))
 
 
-def refuse_other_world_size(out: Any, before: int, per_process_batch: int) -> None:
-    """Checkpoints resumed by another number of processes would take another global batch: their step count and data
-    order would no longer be the run's. Refused, naming the process count that resumes them."""
+def refuse_other_world_size(out: Any, before: int, per_process_batch: int, *, sp_before: int = 1, sp_now: int = 1) -> None:
+    """Checkpoints resumed by another number of processes (or sequence-parallel degree) would take another global batch:
+    their step count and data order would no longer be the run's. Refused, naming the layout that resumes them."""
     now = world_size()
+    if sp_before != sp_now:
+        raise ConfigError(f"output_dir: {out} holds checkpoints trained with sequence_parallel {sp_before}, this config has "
+                          f"{sp_now}; resume with sequence_parallel: {sp_before} or pass --fresh to start over")
     if before != now:
         raise ConfigError(f"output_dir: {out} holds checkpoints trained by {before} process(es) (global batch "
                           f"{per_process_batch * before}), this launch has {now} (global batch {per_process_batch * now}); "

@@ -42,10 +42,13 @@ from ctxbench.trainers.base import (
 from ctxbench.trainers.callbacks import training_callbacks
 from ctxbench.trainers.distributed import (
     check_data_parallel,
+    check_sequence_parallel,
     distributed_arguments,
     from_rank0,
     is_main,
+    model_heads,
     refuse_other_world_size,
+    sequence_parallel_arguments,
     use_threads,
     world_size,
 )
@@ -65,6 +68,7 @@ class HFTrainer:
     staged: ClassVar[bool] = False  # True: the constructor takes stage= (train the stages up to and including it)
     config_cls: ClassVar[type[TrainerConfig]] = TrainerConfig
     study_data_cls: ClassVar[type[Any] | None] = None  # a pydantic model of its options as a study method; None: not one
+    sequence_parallel_ok: ClassVar[bool] = True  # False: the trainer refuses sequence_parallel > 1
 
     def __init__(self, config: TrainerConfig, *, console: Any = None):
         self.config = config
@@ -201,9 +205,14 @@ class HFTrainer:
     def world_size(self) -> int:
         return world_size()
 
+    def data_parallel_size(self) -> int:
+        """Processes that take different sequences: under sequence parallelism each group of `sequence_parallel`
+        processes shares one sequence."""
+        return max(1, self.world_size() // self.config.sequence_parallel)
+
     def steps_for(self, data: DataBundle) -> int:
         c = self.config
-        per_step = c.per_device_batch_size * c.gradient_accumulation_steps * self.world_size()
+        per_step = c.per_device_batch_size * c.gradient_accumulation_steps * self.data_parallel_size()
         return c.max_steps or max(1, math.ceil(len(data.train) / per_step))
 
     def training_arguments(self, data: DataBundle) -> dict[str, Any]:
@@ -279,7 +288,11 @@ class HFTrainer:
         """transformers.TrainingArguments; under a launcher, data parallel over every process (or refused)."""
         from transformers import TrainingArguments
 
-        args = TrainingArguments(**distributed_arguments(self.training_arguments(data), has_cuda=self._has_cuda()))
+        c = self.config
+        check_sequence_parallel(c.sequence_parallel, deepspeed=c.deepspeed, attn=c.attn_implementation, seq_len=data.seq_len,
+                                trainer=self.name, supported=self.sequence_parallel_ok, heads=model_heads(c.base_model))
+        kw = distributed_arguments(self.training_arguments(data), has_cuda=self._has_cuda())
+        args = TrainingArguments(**sequence_parallel_arguments(kw, c.sequence_parallel, c.attn_implementation))
         check_data_parallel(args)
         return args
 
@@ -292,7 +305,7 @@ class HFTrainer:
         if self.is_main:
             run.write(record)
             run.repair()
-        per_step = data.tokens_per_sequence * c.per_device_batch_size * c.gradient_accumulation_steps * self.world_size()
+        per_step = data.tokens_per_sequence * c.per_device_batch_size * c.gradient_accumulation_steps * self.data_parallel_size()
         shown = training_callbacks(run, per_step, self.console, self.name)
         hf = self.hf_trainer_class()(
             model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=self.data_collator(),
@@ -355,10 +368,12 @@ class HFTrainer:
                                   "output_dir or pass --fresh to discard them")
             if last_checkpoint(out) is not None:
                 c = self.config
-                refuse_other_world_size(out, int(owner.get("world_size", 1)), c.per_device_batch_size * c.gradient_accumulation_steps)
+                refuse_other_world_size(out, int(owner.get("world_size", 1)), c.per_device_batch_size * c.gradient_accumulation_steps,
+                                        sp_before=int(owner.get("sequence_parallel", 1)), sp_now=c.sequence_parallel)
         out.mkdir(parents=True, exist_ok=True)
         mark.write_text(json.dumps({"config_hash": self.config.config_hash(), "data_hash": data.data_hash,
-                                    "run_id": self.run_id, "world_size": self.world_size()}))
+                                    "run_id": self.run_id, "world_size": self.world_size(),
+                                    "sequence_parallel": self.config.sequence_parallel}))
 
     def base_gguf(self) -> str | None:
         """The GGUF file the base model was dequantized from (its weights carry the quantization error), if any."""

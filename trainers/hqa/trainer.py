@@ -166,15 +166,15 @@ def answer_only_trainer_class():
     return AnswerOnlyTrainer
 
 
-def pad_collator(pad_id: int, multiple: int = 1):
-    """Right-pads to the longest conversation (rounded up to `multiple`: the sequence-parallel degree cuts every
-    batch into equal shards); padding has no label, and under causal attention changes no earlier position.
-    position_ids are explicit: sequence parallelism needs each shard's global positions."""
+def pad_collator(pad_id: int, length: int | None = None):
+    """Right-pads to the longest conversation, or to `length` (sequence parallelism: DeepSpeed-Ulysses gathers every
+    process's batch, which gloo allows only at one shape, and cuts it into equal shards); padding has no label, and
+    under causal attention changes no earlier position. position_ids are explicit: a shard keeps its global ones."""
 
     def collate(rows: list[dict[str, np.ndarray]]) -> dict[str, Any]:
         import torch
 
-        width = -(-max(len(r["input_ids"]) for r in rows) // multiple) * multiple
+        width = length or max(len(r["input_ids"]) for r in rows)
         ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
         labels = torch.full((len(rows), width), IGNORE, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -271,7 +271,9 @@ class StageTrainer(HFTrainer):
 
     def data_collator(self):
         tok = self.tokenizer
-        return pad_collator(tok.pad_token_id if tok.pad_token_id is not None else 0, self.config.sequence_parallel)
+        c = self.config
+        return pad_collator(tok.pad_token_id if tok.pad_token_id is not None else 0,
+                            c.seq_len if c.sequence_parallel > 1 else None)
 
     def hf_trainer_class(self) -> type:
         return answer_only_trainer_class()
@@ -397,12 +399,13 @@ class HQASFTTrainer(StageTrainer):
                 for st in self.stage_configs()]
 
     def train(self, *, callbacks=(), fresh: bool = False) -> TrainResult:
-        from ctxbench.trainers.distributed import check_sequence_parallel
+        from ctxbench.trainers.distributed import check_sequence_parallel, model_heads
 
+        heads = model_heads(self.config.base_model)
         for st in self.stage_configs():  # refuse before any work (building the stages synthesizes their data)
             try:
                 check_sequence_parallel(st.sequence_parallel, deepspeed=st.deepspeed, attn=st.attn_implementation,
-                                        seq_len=st.seq_len, trainer=self.name)
+                                        seq_len=st.seq_len, trainer=self.name, heads=heads)
             except ConfigError as e:
                 raise ConfigError(f"stages.{st.stage}.{e}") from None
         stages = self.stage_trainers()
