@@ -175,6 +175,13 @@ class Judged(Task):
         return self.inner.data_files(ctx)
 
     def prepare(self, ctx: GenContext) -> None:
+        """The judged task's data, and the judge's key, before anything is written (the judge is called mid-run)."""
+        import os
+
+        key = self.args.api_key_env
+        if key and not os.environ.get(key):
+            raise ConfigError(f"api_key_env: environment variable {key} is not set or empty; export the judge's API key "
+                              "there, or set api_key_env: '' for a server without one")
         self.inner.prepare(ctx)
 
     def samples_per_length(self, ctx: GenContext | None = None) -> int | None:
@@ -311,7 +318,7 @@ class JudgedSummary(Judged):
 
     def prepare(self, ctx: GenContext) -> None:
         self.keypoints()
-        self.inner.prepare(ctx)
+        super().prepare(ctx)
 
     def sample_meta(self, s: Sample, index: int, ctx: GenContext) -> dict[str, Any]:
         item = str(s.meta.get("id", index))

@@ -8,6 +8,7 @@ import json
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -126,6 +127,10 @@ def test_judged_run_is_guarded_cached_and_resumable(ctxbench, tmp_path, fake_jud
     assert code == 2 and "pass --judge-budget 3" in err and not store.exists() and fake_judge.calls == 0
     code, _, err = ctxbench(*score, "--judge-budget", "2")
     assert code == 2 and "calls 3 > 2" in err and not store.exists()
+    keyed = Path(suite).with_name("keyed.yaml")
+    keyed.write_text(Path(suite).read_text().replace("api_key_env: ''", "api_key_env: CTXBENCH_TEST_NO_SUCH_KEY"))
+    code, _, err = ctxbench("score", "--suite", str(keyed), "--backend", "echo", "--store", str(store), "--judge-budget", "3")
+    assert code == 2 and "api_key_env: environment variable CTXBENCH_TEST_NO_SUCH_KEY is not set" in err and not store.exists()
 
     fake_judge.verdict = "I cannot decide."  # no readable verdict: error rows, never zeros
     code, _, err = ctxbench(*score, "--judge-budget", "3")
