@@ -93,6 +93,9 @@ class JudgeArgs(TaskArgs):
                                          "(concurrency, max_retries, rpm, timeout, tokenizer, context_length)")
     temperature: float = Field(0.1, ge=0, description="the judge's sampling temperature (HELMET: 0.1)")
     max_tokens: int = Field(1024, ge=1, description="tokens the judge may write (its reasoning and verdict)")
+
+
+class QAJudgeArgs(JudgeArgs):
     question_field: str = Field("input", description="the judged task's record field holding the question")
 
 
@@ -254,6 +257,7 @@ class Judged(Task):
 class JudgedQA(Judged):
     """HELMET's long-document QA judge: fluency (0-1) x correctness (0-3) / 3."""
 
+    Args = QAJudgeArgs
     metric = "judge/qa"
     protocol = "helmet-qa"
     rubric_chars = len(QA_PROMPT)
@@ -377,4 +381,4 @@ def judge_summary(**args):
 
 @register("task", "judge/qa")
 def judge_qa(**args):
-    return JudgedQA("judge/qa", JudgeArgs(**args))
+    return JudgedQA("judge/qa", QAJudgeArgs(**args))
