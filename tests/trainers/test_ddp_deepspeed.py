@@ -1,13 +1,15 @@
 """DeepSpeed ZeRO-2 and ZeRO-3 on CPU (gloo) under torchrun: 2 processes with B/2 train what 1 process with B trains
 (the same losses and final weights), and the ZeRO-3 checkpoint is gathered into one HF directory that loads.
 
-Skipped where deepspeed does not import (it is not in the `train` extra; docs/training-at-scale.md says how it installs).
+Skipped where deepspeed does not import (the `train` extra pins it; docs/training-at-scale.md says how it installs).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -63,6 +65,12 @@ def test_zero_two_ranks_equal_one_process(stage, packed, tmp_path):
     assert json.loads((model_dir / MANIFEST_NAME).read_text())["steps"] == 3
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     assert sum(p.numel() for p in model.parameters()) == json.loads((model_dir / MANIFEST_NAME).read_text())["parameters"]
+    if stage == 3:  # the gathered directory is a model `ctxbench score` takes as it is
+        score = subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", "score", "--model", str(model_dir), "--tasks",
+                                "kv/retrieval", "--lengths", "512", "--samples", "1", "--device", "cpu", "--store",
+                                str(tmp_path / "scores")], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        assert score.returncode == 0, score.stderr[-3000:]
+        assert "kv/retrieval" in score.stdout
 
 
 def test_logo_zero3_two_ranks_equal_one_process(logo_data, tmp_path):

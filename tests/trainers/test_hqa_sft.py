@@ -13,7 +13,8 @@ import yaml
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.trainers.base import MANIFEST_NAME, TrainRun, load_config
 from ctxbench.trainers.hqa.data import HQADataConfig, load_data_config, synthesize
-from ctxbench.trainers.hqa.trainer import HQASFTConfig, HQASFTTrainer, answer_loss_sum
+from ctxbench.trainers.hqa.loss import answer_loss_sum
+from ctxbench.trainers.hqa.trainer import HQASFTConfig, HQASFTTrainer
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TINY_MODEL = {"config": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,

@@ -131,7 +131,7 @@ def test_hqa_refuses_before_any_data_is_made_and_the_degree_is_no_part_of_the_ru
 
 def test_collators_give_global_positions_and_pad_to_one_length():
     from ctxbench.trainers.cpt import collate_packed
-    from ctxbench.trainers.hqa.trainer import pad_collator
+    from ctxbench.trainers.hqa.loss import pad_collator
 
     cpt = collate_packed([{"input_ids": np.arange(6)}, {"input_ids": np.arange(6) + 9}])
     assert cpt["position_ids"].tolist() == [list(range(6))] * 2

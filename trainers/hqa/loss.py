@@ -1,0 +1,97 @@
+"""hqa_sft's answer-only loss and its batches: the mean cross-entropy over the answer tokens of the whole (accumulated,
+all-process) batch, logits computed at those positions only; exact also when sequence parallelism cuts each
+conversation into shards."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ctxbench.trainers.hqa.chat import IGNORE
+
+
+def answer_loss_sum(model, input_ids, attention_mask=None, labels=None, position_ids=None, shift_labels=None):
+    """(sum of next-token cross-entropy over labelled positions, their count), computing logits only there.
+    `shift_labels` (a sequence-parallel shard: DeepSpeed-Ulysses shifts the labels before it cuts the sequence) are
+    already the next tokens of each position; `labels` are shifted here."""
+    import torch.nn.functional as F
+
+    # through the model's own forward (under DDP, the wrapper's: only then are gradients averaged over processes),
+    # keeping one logit; the last hidden state (after the final norm) gives the logits of the labelled positions only
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, output_hidden_states=True,
+                logits_to_keep=1, use_cache=False)
+    shifted = shift_labels is not None
+    hidden = out.hidden_states[-1] if shifted else out.hidden_states[-1][:, :-1]
+    inner = getattr(model, "module", model)  # DistributedDataParallel wraps the model
+    targets = shift_labels if shifted else labels[:, 1:]
+    keep = targets != IGNORE
+    logits = inner.get_output_embeddings()(hidden[keep]).float()
+    cap = getattr(inner.config, "final_logit_softcapping", None)
+    if cap:
+        logits = logits.div(cap).tanh().mul(cap)
+    return F.cross_entropy(logits, targets[keep], reduction="sum"), keep.sum()
+
+
+def answer_only_trainer_class():
+    from transformers import Trainer
+
+    class AnswerOnlyTrainer(Trainer):
+        """The mean over the global batch's answer tokens: each micro-batch's sum is divided by num_items_in_batch,
+        the labelled-token count of the whole accumulated batch (over all devices) that the Trainer computes."""
+
+        _scaled = False
+        answer_tokens = 0
+
+        @property
+        def loss_is_scaled_for_ga(self):
+            return self._scaled
+
+        def _get_num_items_in_batch(self, batch_samples, device):
+            """Under sequence parallelism the batches hold shards with pre-shifted labels: the step's answer tokens
+            are their sum over every process (each shard once)."""
+            if not (batch_samples and "shift_labels" in batch_samples[0]):
+                return super()._get_num_items_in_batch(batch_samples, device)
+            import torch
+
+            mine = sum(int((b["shift_labels"] != IGNORE).sum()) for b in batch_samples)
+            return self.accelerator.reduce(torch.tensor(mine, device=device), reduction="sum")
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            keys = ("input_ids", "attention_mask", "labels", "position_ids", "shift_labels")
+            total, n = answer_loss_sum(model, **{k: inputs[k] for k in keys if k in inputs})
+            if model.training:
+                self.answer_tokens += int(n)
+            self._scaled = num_items_in_batch is not None
+            if self._scaled:
+                loss = total / num_items_in_batch
+                if ("shift_labels" in inputs or self.args.average_tokens_across_devices) and self.accelerator.num_processes > 1:
+                    loss = loss * self.accelerator.num_processes  # DDP (and ZeRO) average gradients over processes
+            else:
+                loss = total / n.clamp(min=1)
+            return (loss, None) if return_outputs else loss
+
+    return AnswerOnlyTrainer
+
+
+def pad_collator(pad_id: int, length: int | None = None):
+    """Right-pads to the longest conversation, or to `length` (sequence parallelism: DeepSpeed-Ulysses gathers every
+    process's batch, which gloo allows only at one shape, and cuts it into equal shards); padding has no label, and
+    under causal attention changes no earlier position. position_ids are explicit: a shard keeps its global ones."""
+
+    def collate(rows: list[dict[str, np.ndarray]]) -> dict[str, Any]:
+        import torch
+
+        width = length or max(len(r["input_ids"]) for r in rows)
+        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        labels = torch.full((len(rows), width), IGNORE, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            n = len(r["input_ids"])
+            ids[i, :n] = torch.from_numpy(r["input_ids"].astype(np.int64))
+            labels[i, :n] = torch.from_numpy(r["labels"].astype(np.int64))
+            mask[i, :n] = 1
+        positions = torch.arange(width).expand_as(ids).clone()
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask, "position_ids": positions}
+
+    return collate
