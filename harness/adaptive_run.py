@@ -177,13 +177,13 @@ def _score_turn(item: Length, rounds: range, done: set[str], backend: Any, ready
         rows = [_row(task, s, p, gen, ready.ctx.tokenizer) for (task, s), p in zip(batch, preds)]
         store.append(rows)
         for row in rows:
-            if row["error"] or row["score"] is None:
-                outcome.errors[error_reason(row["error"] or "no score")] += 1
+            if row.error or row.score is None:
+                outcome.errors[error_reason(row.error or "no score")] += 1
                 failed = True
                 continue
-            done.add(row["id"])
+            done.add(row.id)
             outcome.done += 1
-            item.scores[(row["task"], int(row["index"]))] = adaptive.clip(row["score"])
+            item.scores[(row.task, row.index)] = adaptive.clip(row.score)
     return failed
 
 

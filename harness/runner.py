@@ -42,6 +42,7 @@ from ctxbench.harness.core.progress import progress
 from ctxbench.harness.core.provenance import plugins_used, versions
 from ctxbench.harness.core.reasoning import UNFINISHED, opened_in_prompt, split_reasoning
 from ctxbench.harness.core.redact import redact_all
+from ctxbench.harness.core.rows import Row
 from ctxbench.harness.core.signals import Interrupted
 from ctxbench.harness.core.store import RunStore, error_reason
 from ctxbench.harness.core.types import (
@@ -280,11 +281,11 @@ def _score_cells(cells, done, backend, ready: Prepared, store, outcome: RunOutco
                         rows = [_row(cell.task, s, p, gen, ctx.tokenizer, r) for (s, r), p in zip(asks, preds)]
                     store.append(rows)
                     for r in rows:
-                        if r["error"]:
-                            outcome.errors[error_reason(r["error"])] += 1
+                        if r.error:
+                            outcome.errors[error_reason(r.error)] += 1
                         else:
                             outcome.done += 1
-                            outcome.unfinished += r.get("failure") == UNFINISHED
+                            outcome.unfinished += r.extra.get("failure") == UNFINISHED
                     bar.update(job, advance=cell.length * len(batch), samples=_count(outcome))
 
 
@@ -309,7 +310,7 @@ def _run_external(tasks: list[Any], suite: Suite, backend, renderer, store: RunS
         task.write_aggregates(store.dir)
 
 
-def _logprob_rows(task, batch: list[Sample], backend) -> list[dict[str, Any]]:
+def _logprob_rows(task, batch: list[Sample], backend) -> list[Row]:
     """Perplexity rows: every window of the batch's samples in one call, then each sample's sums and buckets."""
     windows = [task.logprob_requests(s) for s in batch]
     results = iter(backend.token_logprobs([w for ws in windows for w in ws]))
@@ -317,13 +318,12 @@ def _logprob_rows(task, batch: list[Sample], backend) -> list[dict[str, Any]]:
     for s, ws in zip(batch, windows):
         got: list[TokenLogprobs] = [next(results) for _ in ws]
         error = next((r.error for r in got if r.error), None)
-        row = {"id": s.id, "task": s.task, "category": task.category, "length": s.length, "index": s.index, "depths": [],
-               "prompt_hash": s.prompt_hash, "prompt_tokens": s.prompt_tokens, "max_new_tokens": 0, "prediction": "",
-               "generated_tokens": 0, "seconds": round(sum(r.seconds for r in got), 4), "metric": s.metric, "score": None,
-               "empty": False, "answers": [], "truncated_tokens": 0, "error": error, "depth": None, "position": None,
-               "cluster": s.meta.get("cluster"), "windows": len(ws),
-               "meta": {k: v for k, v in s.meta.items() if k not in ("token_ids", "cluster")}}
-        rows.append({**row, **({} if error else task.score_logprobs(s, got))})
+        scored = {} if error else dict(task.score_logprobs(s, got))
+        rows.append(Row(id=s.id, task=s.task, category=task.category, length=s.length, index=s.index,
+                        prompt_hash=s.prompt_hash, prompt_tokens=s.prompt_tokens, seconds=round(sum(r.seconds for r in got), 4),
+                        metric=s.metric, score=scored.pop("score", None), error=error, cluster=s.meta.get("cluster"),
+                        meta={k: v for k, v in s.meta.items() if k not in ("token_ids", "cluster")},
+                        extra={"windows": len(ws), **scored}))
     return rows
 
 
@@ -349,26 +349,27 @@ def _thinking(s: Sample, p: Prediction, tokenizer: Any) -> tuple[str, bool, dict
 
 
 def _row(task, s: Sample, p: Prediction, gen: Generation = Generation(), tokenizer: Any = None,
-         repeat: int = 0) -> dict[str, Any]:
+         repeat: int = 0) -> Row:
     """A sample's row; in thinking mode the reasoning is split off first (_thinking) and only the answer is scored."""
     answer, finished, thinking = _thinking(s, p, tokenizer) if gen.on and not p.error else (p.text, True, {})
     score, judged, failed = (None, {}, None) if p.error else _score(task, answer, s) if finished else (0.0, {}, None)
-    return {
-        "id": repeat_id(s.id, repeat), "task": s.task, "category": task.category, "length": s.length, "index": s.index,
-        "depths": list(s.depths), "prompt_hash": s.prompt_hash, "prompt_tokens": p.prompt_tokens or s.prompt_tokens,
-        "max_new_tokens": s.max_new_tokens, "prediction": answer, "generated_tokens": p.generated_tokens,
-        "seconds": round(p.seconds, 4), "timing": p.timing,
-        "prefill_seconds": None if p.prefill_seconds is None else round(p.prefill_seconds, 4),
-        "decode_seconds": None if p.decode_seconds is None else round(p.decode_seconds, 4),
-        "metric": s.metric, "score": score, "empty": is_empty(answer),
-        "answers": list(s.answers), "truncated_tokens": p.truncated_tokens, "error": p.error or failed,
-        "depth": s.meta.get("depth"), "position": s.meta.get("position"),
-        "cluster": s.meta.get("cluster"),  # samples sharing a haystack or document (None: independent); stats.py
-        "meta": {k: v for k, v in s.meta.items() if k not in ("depth", "position", "user_text", "cluster")},
-        **thinking,  # reasoning, reasoning_tokens, reasoning_format, answer_tokens, failure (docs/thinking.md)
-        **({"repeat": repeat} if gen.repeats > 1 else {}),  # which generation of the sample (--repeats)
-        **judged,  # an LLM judge's model, version and verdict (tasks/judge.py)
-    }
+    return Row(
+        id=repeat_id(s.id, repeat), task=s.task, category=task.category, length=s.length, index=s.index,
+        depths=s.depths, prompt_hash=s.prompt_hash, prompt_tokens=p.prompt_tokens or s.prompt_tokens,
+        max_new_tokens=s.max_new_tokens, prediction=answer, generated_tokens=p.generated_tokens,
+        seconds=round(p.seconds, 4), metric=s.metric, score=score, empty=is_empty(answer), answers=s.answers,
+        truncated_tokens=p.truncated_tokens, error=p.error or failed, depth=s.meta.get("depth"),
+        position=s.meta.get("position"),
+        cluster=s.meta.get("cluster"),  # samples sharing a haystack or document (None: independent); stats.py
+        meta={k: v for k, v in s.meta.items() if k not in ("depth", "position", "user_text", "cluster")},
+        extra={
+            "timing": p.timing,
+            "prefill_seconds": None if p.prefill_seconds is None else round(p.prefill_seconds, 4),
+            "decode_seconds": None if p.decode_seconds is None else round(p.decode_seconds, 4),
+            **thinking,  # reasoning, reasoning_tokens, reasoning_format, answer_tokens, failure (docs/thinking.md)
+            **({"repeat": repeat} if gen.repeats > 1 else {}),  # which generation of the sample (--repeats)
+            **judged,  # an LLM judge's model, version and verdict (tasks/judge.py)
+        })
 
 
 def _score(task, answer: str, s: Sample) -> tuple[float | None, dict[str, Any], str | None]:

@@ -25,6 +25,7 @@ from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_write, jsonable
 from ctxbench.harness.core.metrics import is_empty
 from ctxbench.harness.core.provenance import version
+from ctxbench.harness.core.rows import Row
 
 AGGREGATES_FILE = "lmeval_results.json"
 SHORT_LENGTH = 0  # the length axis of short-context rows
@@ -328,20 +329,19 @@ def sample_rows(results: dict[str, Any], *, backend: Any = None, metric: str | N
             generative = output_type == "generate_until"
             gen_tokens = len(tok(pred, add_special_tokens=False)["input_ids"]) if tok is not None and pred and generative else 0
             budget = int((config.get("generation_kwargs") or {}).get("max_gen_toks", 0) or 0) if generative else 0
-            rows.append({
-                "id": f"lmeval/{task}@{SHORT_LENGTH}#{s['doc_id']}", "task": f"lmeval/{task}", "category": category,
-                "length": SHORT_LENGTH, "index": int(s["doc_id"]), "depths": [],
-                "prompt_hash": hashlib.sha256(prompt.encode()).hexdigest()[:16],
-                "prompt_tokens": len(tok(prompt, add_special_tokens=False)["input_ids"]) if tok is not None else 0,
-                "max_new_tokens": budget,
-                "prediction": pred, "generated_tokens": gen_tokens, "seconds": round(per_sample_s, 4),
-                "timing": "batch-share", "metric": name or "", "score": score, "empty": is_empty(pred), "answers": answers,
-                "truncated_tokens": 0, "error": None, "depth": None, "position": None,
-                "meta": {"lmeval_task": task, "filter": chosen, "output_type": output_type,
-                         "metrics": {m: jsonable(s.get(m)) for m in s.get("metrics") or []},
-                         "n_shot": (results.get("n-shot") or {}).get(task)},
-            })
-    return rows
+            rows.append(Row(
+                id=f"lmeval/{task}@{SHORT_LENGTH}#{s['doc_id']}", task=f"lmeval/{task}", category=category,
+                length=SHORT_LENGTH, index=int(s["doc_id"]),
+                prompt_hash=hashlib.sha256(prompt.encode()).hexdigest()[:16],
+                prompt_tokens=len(tok(prompt, add_special_tokens=False)["input_ids"]) if tok is not None else 0,
+                max_new_tokens=budget, prediction=pred, generated_tokens=gen_tokens, seconds=round(per_sample_s, 4),
+                metric=name or "", score=score, empty=is_empty(pred), answers=tuple(answers),
+                meta={"lmeval_task": task, "filter": chosen, "output_type": output_type,
+                      "metrics": {m: jsonable(s.get(m)) for m in s.get("metrics") or []},
+                      "n_shot": (results.get("n-shot") or {}).get(task)},
+                extra={"timing": "batch-share"},
+            ))
+    return [r.to_json() for r in rows]  # as stored (RunStore.append reads each back as a Row)
 
 
 # ---- aggregates -----------------------------------------------------------------------------------

@@ -16,13 +16,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import ReadStats, append_jsonl, atomic_write_json, cut_torn_tail, read_jsonl
 from ctxbench.harness.core.locks import single_writer
+from ctxbench.harness.core.rows import Row
 from ctxbench.harness.core.types import SCHEMA_VERSION, RunRecord
 
 # Record fields that identify what produced the rows; a resume must match them (sessions, plan may grow).
@@ -107,9 +108,11 @@ class RunStore:
         return any(p.stat().st_size for p in self.parts())
 
     def rows(self) -> Iterator[dict[str, Any]]:
-        """Rows of every part in write order (corrupt lines skipped, warned about and counted in read_stats)."""
+        """Rows of every part in write order (corrupt lines skipped, warned about and counted in read_stats), each
+        upgraded through Row: a row of an older version has every field of today's (defaults where it lacked one)."""
         for path in self.parts():
-            yield from read_jsonl(path, stats=self.read_stats, require=("id",))
+            for raw in read_jsonl(path, stats=self.read_stats, require=("id",)):
+                yield Row.upgrade(raw)
 
     def latest(self) -> dict[str, dict[str, Any]]:
         """The last row per sample id: a rerun of errored samples appends the fix."""
@@ -118,8 +121,10 @@ class RunStore:
     def done_ids(self) -> set[str]:
         return {i for i, r in self.latest().items() if not r.get("error")}
 
-    def append(self, rows: list[dict[str, Any]]) -> None:
-        append_jsonl(self.samples_path, rows)
+    def append(self, rows: Iterable[Row | Mapping[str, Any]]) -> None:
+        """The one place rows are written: each writer builds a Row; a mapping (a stored line, a test's) is upgraded
+        to today's fields."""
+        append_jsonl(self.samples_path, [r.to_json() if isinstance(r, Row) else Row.upgrade(r) for r in rows])
 
     def open_for_append(self) -> None:
         cut_torn_tail(self.samples_path)

@@ -7,6 +7,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ctxbench.harness.core.rows import ROW_VERSION
+
 SCHEMA_VERSION = 3  # 3: identity_args and kind in the record, execution settings and an end time per session
 
 # Backend arguments that change only how fast a run goes, never what it predicts: the run id and the resume check
@@ -227,6 +229,8 @@ class RunRecord:
     # the plugins behind the registry entries the run used (task, metric, backend, suite): kind, name, distribution,
     # version (harness/core/provenance.py plugins_used); empty when it used only ctxbench's own
     plugins: list[dict[str, str]] = field(default_factory=list)
+    # the version of the rows this record's first session wrote (harness/core/rows.py; absent: rows up to 4eafb19)
+    row_version: int = ROW_VERSION
 
 
 @runtime_checkable
