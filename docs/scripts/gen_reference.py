@@ -304,10 +304,16 @@ def dict_keys(module, *, function: str | None = None, target: str | None = None)
 
 
 def row_keys() -> list[str]:
-    """The keys of a sample row, read from the dict literal that harness/runner.py's `_row` returns."""
-    from ctxbench.harness import runner
+    """The keys of a sample row: the fields of Row (harness/core/rows.py), then those the generation loop adds (the
+    dict literal harness/runner.py's `_row` passes as `extra=`)."""
+    import ast
 
-    return dict_keys(runner, function="_row")
+    from ctxbench.harness import runner
+    from ctxbench.harness.core.rows import FIELDS
+
+    fn = next(n for n in ast.walk(ast.parse(inspect.getsource(runner))) if isinstance(n, ast.FunctionDef) and n.name == "_row")
+    extra = next(k.value for k in ast.walk(fn) if isinstance(k, ast.keyword) and k.arg == "extra" and isinstance(k.value, ast.Dict))
+    return [f.name for f in FIELDS] + [k.value for k in extra.keys if isinstance(k, ast.Constant)]
 
 
 def manifest_keys() -> list[str]:
@@ -359,7 +365,8 @@ def record_page() -> str:
                   "records its own. Every other backend argument is part of the run's identity.", "",
                   ", ".join(f"`{a}`" for a in sorted(execution)), ""]
     lines += ["## Sample rows", "", "Each line of a run's `samples*.jsonl` is one JSON object with these keys, in this "
-              "order (from `_row` in `harness/runner.py`):", "", "| key | meaning |", "|---|---|"]
+              "order (the fields of `Row` in `harness/core/rows.py`, then the generation loop's own from `_row` in "
+              "`harness/runner.py`):", "", "| key | meaning |", "|---|---|"]
     lines += [f"| `{k}` | {cell(ROW_MEANING.get(k, 'not described yet')).replace('`', '')} |" for k in row_keys()]
     lines.append("")
     lines += ["## Training manifest", "", "`ctxbench_manifest.json`, written beside the weights of every checkpoint a "
