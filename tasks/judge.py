@@ -144,6 +144,7 @@ class Judged(Task):
         self.inner = build_task(TaskSpec(task=args.task, args=args.task_args), where="args")
         super().__init__(f"{name}/{self.inner.name}", args)
         self.category, self.needs = self.inner.category, self.inner.needs
+        self.requires_data = getattr(self.inner, "requires_data", False)  # the judged task's data, and always a judge
         self._client: Any = None
         self._cache: JudgeCache | None = None
 
