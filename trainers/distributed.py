@@ -63,7 +63,7 @@ def distributed_arguments(kw: dict[str, Any], *, has_cuda: bool) -> dict[str, An
 SP_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3")  # what DeepSpeed-Ulysses wraps (not eager: its 4D mask)
 
 
-def check_sequence_parallel(degree: int, *, deepspeed: str | None, attn: str, seq_len: int, trainer: str,
+def check_sequence_parallel(degree: int, *, deepspeed: str | None, attn: str, seq_len: int | None, trainer: str,
                             supported: bool = True, heads: tuple[int, int] | None = None) -> None:
     """Refuse, in one line and before anything is written, a sequence-parallel degree that cannot run as configured."""
     if degree == 1:
@@ -80,7 +80,7 @@ def check_sequence_parallel(degree: int, *, deepspeed: str | None, attn: str, se
     if world_size() % degree:
         raise ConfigError(f"{where}: {degree} does not divide the {world_size()} launched process(es); launch a multiple of "
                           f"{degree} (torchrun --nproc_per_node {degree})")
-    if seq_len % degree:
+    if seq_len is not None and seq_len % degree:
         raise ConfigError(f"{where}: {degree} does not divide the sequence length {seq_len}; use a seq_len divisible by it")
     if heads is not None and (heads[0] % degree or (heads[1] % degree and degree % heads[1])):
         raise ConfigError(f"{where}: {degree} must divide the model's {heads[0]} attention heads, and divide or be a "

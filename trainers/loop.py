@@ -250,6 +250,7 @@ class HFTrainer:
         return m if same else None
 
     def train(self, *, callbacks: Sequence[Any] = (), fresh: bool = False) -> TrainResult:
+        self.check_sequence_parallel(None)  # the layout, before any data is made (the run id hashes the data)
         c, run, out = self.config, self.run, self.output_dir
         use_threads(c.threads)
         data = self.data
@@ -289,12 +290,17 @@ class HFTrainer:
         from transformers import TrainingArguments
 
         c = self.config
-        check_sequence_parallel(c.sequence_parallel, deepspeed=c.deepspeed, attn=c.attn_implementation, seq_len=data.seq_len,
-                                trainer=self.name, supported=self.sequence_parallel_ok, heads=model_heads(c.base_model))
+        self.check_sequence_parallel(data.seq_len)
         kw = distributed_arguments(self.training_arguments(data), has_cuda=self._has_cuda())
         args = TrainingArguments(**sequence_parallel_arguments(kw, c.sequence_parallel, c.attn_implementation))
         check_data_parallel(args)
         return args
+
+    def check_sequence_parallel(self, seq_len: int | None) -> None:
+        """Refuse a sequence-parallel degree that cannot run here (seq_len None: the checks that need no data)."""
+        c = self.config
+        check_sequence_parallel(c.sequence_parallel, deepspeed=c.deepspeed, attn=c.attn_implementation, seq_len=seq_len,
+                                trainer=self.name, supported=self.sequence_parallel_ok, heads=model_heads(c.base_model))
 
     def _train(self, data: DataBundle, args: Any, callbacks: Sequence[Any]) -> TrainResult:
         c, run, out = self.config, self.run, self.output_dir
