@@ -175,8 +175,12 @@ def sequential_words(verdicts: dict[int, dict]) -> list[str]:
 
 
 def loss_tasks(rec: dict[str, Any], latest: dict[str, dict]) -> set[str]:
-    """Tasks of a run scored by loss (perplexity), as its record names them (rows of older records: by metric)."""
-    return set(rec.get("losses") or ()) | {str(r.get("task")) for r in latest.values() if r.get("metric") == "perplexity"}
+    """Tasks of a run kept off the percent board: scored by loss (perplexity) as its record names them, and any whose
+    metric declares a raw scale or lower-is-better (harness/core/metrics.py metric_scale)."""
+    from ctxbench.harness.core.metrics import metric_scale
+
+    return set(rec.get("losses") or ()) | {str(r.get("task")) for r in latest.values()
+                                           if not metric_scale(str(r.get("metric") or "")).on_percent_board}
 
 
 def _label(rec: dict[str, Any]) -> str:

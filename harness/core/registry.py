@@ -58,11 +58,14 @@ class PluginOrigin:
     version: str
 
 
+_INFO: dict[tuple[str, str], dict[str, Any]] = {}  # (kind, name) -> what the entry declared at registration
 _ORIGINS: dict[tuple[str, str], PluginOrigin] = {}  # (kind, name) -> the plugin that registered it
 _LOADING: list[PluginOrigin] = []  # the plugin being imported now (its decorators run during the import)
 
 
-def register(kind: str, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def register(kind: str, name: str, **info: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a factory under (kind, name); `info` is what an entry declares about itself (a metric: its scale and
+    direction, see harness/core/metrics.py metric_scale)."""
     if kind not in _REGISTRY:
         raise ValueError(f"unknown registry kind {kind!r}; kinds: {', '.join(KINDS)}")
 
@@ -70,6 +73,8 @@ def register(kind: str, name: str) -> Callable[[Callable[..., Any]], Callable[..
         if name in _REGISTRY[kind] and _REGISTRY[kind][name] is not fn:
             raise ValueError(f"{kind} {name!r} is registered twice")
         _REGISTRY[kind][name] = fn
+        if info:
+            _INFO[(kind, name)] = dict(info)
         if _LOADING:
             _ORIGINS[(kind, name)] = _LOADING[-1]
         return fn
@@ -115,6 +120,12 @@ def plugins() -> dict[str, str]:
     """The plugins that loaded: entry-point name -> module."""
     _load_plugins()
     return dict(_PLUGINS)
+
+
+def info(kind: str, name: str) -> dict[str, Any]:
+    """What an entry declared when it registered (empty when nothing, or when no entry has the name)."""
+    _load(kind)
+    return dict(_INFO.get((kind, name), {}))
 
 
 def origin(kind: str, name: str) -> PluginOrigin | None:
