@@ -80,8 +80,9 @@ def make_corpus(path: Path, min_lines: int) -> dict:
 def child(args) -> None:
     """One phase in this process; prints a JSON line with its timings and peak RSS."""
     from ctxbench.harness.core.models import load_tokenizer
-    from ctxbench.trainers.data.corpus import CorpusConfig, load_corpus
+    from ctxbench.trainers.data.corpus import CorpusConfig
     from ctxbench.trainers.data.pipeline import SynthesisConfig, synthesize
+    from ctxbench.trainers.data.token_cache import load_corpus
 
     tok = load_tokenizer("smollm2-135m")
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # interpreter + libraries + tokenizer

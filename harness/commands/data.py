@@ -91,6 +91,7 @@ def _run_method(name: str, config: Path, **overrides) -> None:
     from ctxbench.trainers.data.synthesis import get_synthesis, read_manifest, synthesize
 
     spec = get_synthesis(name, field="--method")
+    spec.require_extra(for_=f"ctxbench data pack --method {name}")  # before its config is read or anything written
     path = resolve_config(config, kind="data", field="--config")
     raw = {k: v for k, v in read_yaml_mapping(path, field="--config", expect="config keys").items() if k != "method"}
     cfg = validate_config(spec.config, {**raw, **{k: v for k, v in overrides.items() if v is not None}}, where=path.name)

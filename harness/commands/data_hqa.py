@@ -19,8 +19,10 @@ def data_hqa(
     """Split, summarize and question long documents with a generator model, then concatenate them into long
     conversations (JSONL shards + manifest.json); rerunning repeats no finished generator call."""
     from ctxbench.harness.core.progress import progress
+    from ctxbench.trainers.data.synthesis import get_synthesis
     from ctxbench.trainers.hqa.data import load_data_config, synthesize
 
+    get_synthesis("hqa").require_extra(for_="ctxbench data hqa")
     cfg = load_data_config(config, out_dir=out_dir)
     writable_dir(Path(cfg.out_dir), "--out" if out_dir else "out_dir")
     bar = progress(err, unit="calls")

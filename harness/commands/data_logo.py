@@ -21,8 +21,10 @@ def data_logo(
     chosen + M rejected responses with synthetic position ids; rerunning resumes (generations are cached)."""
     from ctxbench.harness.backends.args import check_backend_args
     from ctxbench.harness.core.progress import progress
+    from ctxbench.trainers.data.synthesis import get_synthesis
     from ctxbench.trainers.logo.data import load_config, synthesize
 
+    get_synthesis("logo").require_extra(for_="ctxbench data logo")
     cfg = load_config(config, out_dir=out_dir, max_samples=max_samples,
                       data_dir=str(d) if (d := _data_dir(data_dir)) else None)
     writable_dir(Path(cfg.out_dir), "--out" if out_dir else "out_dir")

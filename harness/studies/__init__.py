@@ -17,7 +17,7 @@ declares four things:
         tokenizer, seq_len, budget_tokens, the data seed, an out_dir of its own (named by everything the data depends
         on) and data_dir. Pure: the trainer's prepare_data() makes the data, resumably, when the study asks.
     corpus_documents(self) -> frozenset[str] | None
-        ids of the study-corpus documents its prepared data uses (trainers.data.corpus.identified_documents and
+        ids of the study-corpus documents its prepared data uses (trainers.data.corpus.Corpus.documents and
         TokenCorpus.doc_ids give them), or None if it reads none; the study checks that none is held out.
     data_diagnostics(self) -> dict | None
         what the report shows about the data ({part: {sequences, docs_per_sequence, doc_similarity, zipf,

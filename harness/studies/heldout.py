@@ -38,7 +38,7 @@ def rank(seed: int, doc_id: str) -> str:
 def split_heldout(corpus: dict[str, Any], *, documents: int, min_tokens: int, seed: int, tokenizer: str, root: Path) -> Heldout:
     """Choose (once) and write the held-out documents; return them and the training corpus that excludes them."""
     from ctxbench.harness.core.models import load_tokenizer, tokenizer_fingerprint
-    from ctxbench.trainers.data.corpus import CorpusConfig, corpus_identity
+    from ctxbench.trainers.data.corpus import CorpusConfig, open_corpus
 
     try:
         cfg = CorpusConfig(**corpus)
@@ -47,11 +47,12 @@ def split_heldout(corpus: dict[str, Any], *, documents: int, min_tokens: int, se
     if cfg.exclude_ids:
         raise ConfigError("corpus.exclude_ids: the study holds documents out itself; remove the key")
     tok = load_tokenizer(tokenizer)
-    key = hashlib.sha256(json.dumps([corpus_identity(cfg), documents, min_tokens, seed, tokenizer_fingerprint(tok)],
+    study_corpus = open_corpus(cfg)
+    key = hashlib.sha256(json.dumps([study_corpus.identity, documents, min_tokens, seed, tokenizer_fingerprint(tok)],
                                     sort_keys=True).encode()).hexdigest()[:12]
     out = root / "heldout" / key
     if not (out / "ids.txt").exists():
-        chosen = _choose(cfg, tok, documents=documents, min_tokens=min_tokens, seed=seed)
+        chosen = _choose(study_corpus, tok, documents=documents, min_tokens=min_tokens, seed=seed)
         with atomic_dir(out) as tmp:
             with open(tmp / "heldout.jsonl", "w", encoding="utf-8") as f:
                 f.writelines(json.dumps({"id": i, "text": t, "tokens": n}) + "\n" for i, t, n in chosen)
@@ -60,16 +61,15 @@ def split_heldout(corpus: dict[str, Any], *, documents: int, min_tokens: int, se
     return Heldout(out / "heldout.jsonl", ids, min_tokens, {**corpus, "exclude_ids": str((out / "ids.txt").resolve())})
 
 
-def _choose(cfg, tok, *, documents: int, min_tokens: int, seed: int) -> list[tuple[str, str, int]]:
-    from ctxbench.trainers.data.corpus import identified_documents
-
-    order = sorted((rank(seed, doc_id), doc_id) for _, _, _, doc_id in identified_documents(cfg))
+def _choose(corpus, tok, *, documents: int, min_tokens: int, seed: int) -> list[tuple[str, str, int]]:
+    """The first `documents` of at least min_tokens, in the seeded rank order of their ids (texts read a batch at a time)."""
+    order = sorted((rank(seed, doc.doc_id), doc.doc_id) for doc in corpus.documents())
     if len({d for _, d in order}) != len(order):
         raise ConfigError("corpus: document ids repeat; set corpus.id_field to a unique field")
     chosen: list[tuple[str, str, int]] = []
     for start in range(0, len(order), BATCH):
         wanted = {d for _, d in order[start: start + BATCH]}
-        texts = {d: t for t, _, _, d in identified_documents(cfg) if d in wanted}
+        texts = {doc.doc_id: doc.text for doc in corpus.documents() if doc.doc_id in wanted}
         for _, d in order[start: start + BATCH]:
             n = len(tok(texts[d], add_special_tokens=False)["input_ids"])
             if n >= min_tokens:

@@ -61,6 +61,18 @@ def test_train_and_data_pack_name_their_extra(user, without):
     assert user.files() == set()
 
 
+def test_every_data_method_names_the_train_extra(user, without, data_dir):
+    """hqa and logo, run by `data pack --method` or their own commands, say which extra (train) before anything is read
+    or written: not the tokenizer loader's hf extra from deep inside the run."""
+    hide = {**without("transformers"), "CTXBENCH_DATA_DIR": str(data_dir)}
+    for command, expected in (("data pack --method hqa --config hqa-tiny --out d/hqa", "ctxbench data pack --method hqa"),
+                              ("data pack --method logo --config logo-tiny --out d/logo", "ctxbench data pack --method logo"),
+                              ("data hqa --config hqa-tiny --out d/hqa", "ctxbench data hqa")):
+        r = user.run(f"ctxbench {command}", env=hide)
+        refused_in_one_line(r, f"{expected} needs the train extra (no module transformers): pip install 'ctxbench[train]'")
+    assert user.files() == set()
+
+
 def test_dense_retrieval_names_the_synth_extra(user, without):
     cfg = user.cwd / "dense.yaml"
     cfg.write_text("corpus: {path: ., format: repo}\nmethod: knn\nseq_len: 256\nbudget_tokens: 1000\n"

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from ctxbench.harness.core.errors import ConfigError
-from ctxbench.trainers.data.corpus import CorpusConfig, load_corpus
+from ctxbench.trainers.data.corpus import CorpusConfig
+from ctxbench.trainers.data.token_cache import load_corpus
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
@@ -131,3 +132,40 @@ def test_documents_keep_their_ids_and_exclude_ids_leaves_them_out(tmp_path, cach
     assert repo.doc_ids() == repo.paths()  # directory corpora: the relative path
     with pytest.raises(ConfigError, match="id_field"):
         load_corpus(CorpusConfig(path=str(f), id_field="nope"), smol_tokenizer, cache_root=cache)
+
+
+def test_one_reader_resolves_identifies_and_reads(tmp_path, data_dir):
+    """open_corpus resolves once (a relative path in the data dir first, the format sniffed: a SQuAD file is squad),
+    and the one object gives the identity, the files and the documents with their ids and domains."""
+    from ctxbench.trainers.data.corpus import open_corpus
+
+    squad = open_corpus({"path": "squad/dev-v2.0.json"}, data_dir=data_dir)
+    assert squad.format == "squad" and squad.root == (data_dir / "squad" / "dev-v2.0.json").resolve()
+    assert squad.files() == [squad.root] and squad.identity["format"] == "squad"
+    first = next(squad.documents())
+    assert first.doc_id == first.path == "Normans" and "\n\n" in first.text
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.txt").write_text("one")
+    (tmp_path / "y.txt").write_text("two")
+    docs = list(open_corpus(CorpusConfig(path=str(tmp_path))).documents())
+    assert [(d.doc_id, d.domain, d.text) for d in docs] == [("y.txt", "txt", "two"), ("a/x.txt", "a", "one")]
+    with pytest.raises(ConfigError, match=r"^documents.path: nope.json does not exist \(looked in the data dir"):
+        open_corpus({"path": "nope.json"}, data_dir=data_dir, field="documents")
+
+
+def test_hqa_reads_its_documents_through_the_corpus_reader(tmp_path):
+    """hqa's document source is a corpus config: records keep hqa's ids (position and text hash), a study corpus its
+    own ids with its held-out ids left out; max_documents counts in file order."""
+    from ctxbench.trainers.hqa.data import DocumentSource
+
+    f = tmp_path / "books.jsonl"
+    f.write_text("".join(json.dumps({"text": f"book {i}", "key": f"k{i}"}) + "\n" for i in range(4)))
+    src = DocumentSource(path="books.jsonl", format="jsonl", max_documents=3)
+    docs = src.documents(src.open(tmp_path))
+    assert [d.doc_id[:10] for d in docs] == ["doc000000-", "doc000001-", "doc000002-"] and docs[2].text == "book 2"
+    assert src.identity(src.open(tmp_path))[0][0] == "books.jsonl"  # by content: (name, sha256)
+    (tmp_path / "held.txt").write_text("k1\n")
+    study = DocumentSource(path=str(f), format="corpus",
+                           corpus={"path": str(f), "id_field": "key", "exclude_ids": str(tmp_path / "held.txt")})
+    assert [d.doc_id for d in study.documents(study.open(None))] == ["k0", "k2", "k3"]
+    assert "excluded" in study.identity(study.open(None))[0]

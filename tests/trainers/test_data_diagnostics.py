@@ -93,8 +93,8 @@ def test_inspect_without_manifest(tmp_path):
 def test_duplicate_rate_counts_repeated_documents_not_continuations(tmp_path, smol_tokenizer):
     """Concatenate-and-chunk packing continues documents across sequence boundaries; that is one placement. Only a
     second pass over the corpus (more budget than corpus) places documents twice."""
-    from ctxbench.trainers.data.corpus import load_corpus
     from ctxbench.trainers.data.pipeline import SynthesisConfig, synthesize
+    from ctxbench.trainers.data.token_cache import load_corpus
 
     corpus = {"path": str(STDLIB_JSON), "max_doc_tokens": 100}
     size = load_corpus(load_config_corpus(corpus), smol_tokenizer, cache_root=tmp_path / "cache").num_tokens

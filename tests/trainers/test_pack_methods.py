@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxbench.trainers.data.corpus import CorpusConfig, load_corpus
+from ctxbench.trainers.data.corpus import CorpusConfig
 from ctxbench.trainers.data.packing import Framer
 from ctxbench.trainers.data.pipeline import SynthesisConfig, synthesize
 from ctxbench.trainers.data.shards import read_manifest
+from ctxbench.trainers.data.token_cache import load_corpus
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 SEQ = 1024

@@ -121,7 +121,8 @@ def test_doc2query_with_a_local_seq2seq_model(tmp_path, smol_tokenizer):
     from transformers import T5Config, T5ForConditionalGeneration
 
     import ctxbench.trainers.data.quest as quest
-    from ctxbench.trainers.data.corpus import CorpusConfig, load_corpus
+    from ctxbench.trainers.data.corpus import CorpusConfig
+    from ctxbench.trainers.data.token_cache import load_corpus
 
     model_dir = tmp_path / "t5"
     tok = smol_tokenizer

@@ -77,7 +77,8 @@ def test_bad_study_is_one_line(tmp_path, change, hint):
 
 def test_heldout_split_is_fixed_by_ids_and_left_out_of_training(tmp_path, smol_tokenizer):
     from ctxbench.harness.studies.heldout import split_heldout
-    from ctxbench.trainers.data.corpus import CorpusConfig, load_corpus
+    from ctxbench.trainers.data.corpus import CorpusConfig
+    from ctxbench.trainers.data.token_cache import load_corpus
 
     corpus = resolve_corpus({"path": "stdlib:json,email", "max_doc_tokens": 128}, tmp_path)
     held = split_heldout(corpus, documents=4, min_tokens=600, seed=0, tokenizer="smollm2-135m", root=tmp_path)

@@ -53,16 +53,16 @@ class StubQATrainer(HFTrainer):
                 "max_tokens": inputs.seq_len, "leak": options.leak}
 
     def conversations(self) -> list[dict[str, str]]:
-        from ctxbench.trainers.data.corpus import CorpusConfig, identified_documents
+        from ctxbench.trainers.data.corpus import open_corpus
 
         d = self.config.data
         path = Path(d.path)
         if not path.exists():
             rows = []
-            for text, _, _, doc_id in identified_documents(CorpusConfig(**d.corpus), exclude=not d.leak):
-                lines = [x for x in text.splitlines() if x.strip()]
+            for doc in open_corpus(d.corpus).documents(exclude=not d.leak):
+                lines = [x for x in doc.text.splitlines() if x.strip()]
                 if len(lines) > 3:
-                    rows.append({"id": doc_id, "question": "What does this file start with?\n" + "\n".join(lines[1:6]),
+                    rows.append({"id": doc.doc_id, "question": "What does this file start with?\n" + "\n".join(lines[1:6]),
                                  "answer": lines[0]})
                 if len(rows) == d.examples:
                     break

@@ -20,13 +20,14 @@ import numpy as np
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_write
-from ctxbench.trainers.data.corpus import CorpusConfig, load_corpus
+from ctxbench.trainers.data.corpus import CorpusConfig
 from ctxbench.trainers.data.methods import get_method, parse_args
 from ctxbench.trainers.data.pack_config import SynthesisConfig
 from ctxbench.trainers.data.packing import Framer, Mixer, StreamPacker, load_state, save_state
 from ctxbench.trainers.data.shards import Manifest, ShardWriter
 from ctxbench.trainers.data.shards import read_manifest as shards_manifest
 from ctxbench.trainers.data.synthesis import SCHEMA, Identity, identity
+from ctxbench.trainers.data.token_cache import load_corpus
 
 SHARD_TOKENS = 16 * 1024 * 1024
 _TOKENIZERS: dict[str, Any] = {}
@@ -244,8 +245,8 @@ def _listed(out: Path, n: int, progress, manifest: Manifest, seq_len: int, total
 
 def packed_document_ids(out_dir: str | Path) -> frozenset[str]:
     """The ids of the corpus documents a packing placed (its side files index the corpus view it packed)."""
-    from ctxbench.trainers.data.corpus import TokenCorpus
     from ctxbench.trainers.data.shards import read_manifest
+    from ctxbench.trainers.data.token_cache import TokenCorpus
 
     m = read_manifest(Path(out_dir))
     if m is None:

@@ -80,17 +80,28 @@ class SynthesisMethod:
     load: Callable[[Path], Any]
     help: str
     args: type[BaseModel] | None = None  # method_args of a packing method (its config keys are SynthesisConfig's)
+    extra: str | None = None  # the optional install its run needs (harness/core/extras.py), e.g. "train" for a tokenizer
+    extra_modules: tuple[str, ...] | None = None  # the extra's modules it needs (default: all of the extra's)
+
+    def require_extra(self, *, for_: str) -> None:
+        """Refuse `for_` in one line when the method's extra is missing: before anything is written or loaded."""
+        if self.extra is not None:
+            from ctxbench.harness.core.extras import require_extra
+
+            require_extra(self.extra, modules=self.extra_modules, for_=for_)
 
 
 def register_synthesis(name: str, config: type[BaseModel], *, identity: Callable[[Any], Identity],
                        load: Callable[[Path], Any] | None = None, args: type[BaseModel] | None = None,
-                       help: str | None = None):
+                       help: str | None = None, extra: str | None = None, extra_modules: tuple[str, ...] | None = None):
     """Decorate a method's run step: registers it as synthesis method `name` (plugins use this too). `help` defaults
-    to the first line of the run step's docstring; `load` to reading manifest.json as a dict."""
+    to the first line of the run step's docstring; `load` to reading manifest.json as a dict; `extra` names the
+    optional install the step needs (checked by the commands before they start)."""
 
     def deco(run: Callable[..., Any]) -> Callable[..., Any]:
         doc = help or (run.__doc__ or "").strip().split("\n")[0]
-        registry.register("synthesis", name)(SynthesisMethod(name, config, identity, run, load or read_manifest, doc, args))
+        registry.register("synthesis", name)(SynthesisMethod(name, config, identity, run, load or read_manifest, doc, args,
+                                                             extra, extra_modules))
         return run
 
     return deco

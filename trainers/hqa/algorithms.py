@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ctxbench.harness.core.errors import ConfigError
 from ctxbench.trainers.hqa.prompts import SUMMARY_REQUEST
 
 Level = Literal["global", "medium", "small"]
@@ -195,3 +196,24 @@ def concatenate(docs: Sequence[DocumentQAs], rng, comp: Composition) -> tuple[li
                     hierarchical(j, count(comp.n3), "revisit_hierarchical")
     return messages, turns
 
+
+def draw_documents(n_docs: int, samples: int, k: int, rng) -> list[list[int]]:
+    """K distinct documents per sample, walking random permutations of the corpus (reshuffled when used up)."""
+    if n_docs < k:
+        raise ConfigError(f"documents_per_sample: {k} documents per sample, but only {n_docs} documents are usable")
+    order: list[int] = []
+    out = []
+    for _ in range(samples):
+        pick: list[int] = []
+        while len(pick) < k:
+            if not order:
+                order = rng.permutation(n_docs).tolist()
+            d = order.pop(0)
+            if d in pick:
+                order.append(d)
+                if all(x in pick for x in order):
+                    order = []
+                continue
+            pick.append(d)
+        out.append(pick)
+    return out

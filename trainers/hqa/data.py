@@ -15,19 +15,23 @@ import json
 import os
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
+from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ctxbench.harness.core.config import load_config
 from ctxbench.harness.core.errors import ConfigError
+from ctxbench.trainers.data.corpus import Corpus, CorpusConfig, Document, open_corpus
 from ctxbench.trainers.data.generator import VOLATILE_BACKEND_ARGS, GeneratorConfig, generator_defaults
 from ctxbench.trainers.data.synthesis import (
     Identity,
     content_hash,
     envelope,
+    files_identity,
     finish,
     list_shard,
     read_manifest,
@@ -35,9 +39,57 @@ from ctxbench.trainers.data.synthesis import (
     remove_unlisted,
 )
 from ctxbench.trainers.hqa import prompts
-from ctxbench.trainers.hqa.algorithms import Composition, DocumentQAs, concatenate, diverse_specs, hierarchical_steps
+from ctxbench.trainers.hqa.algorithms import (
+    Composition,
+    DocumentQAs,
+    concatenate,
+    diverse_specs,
+    draw_documents,
+    hierarchical_steps,
+)
 from ctxbench.trainers.hqa.generate import Generator
-from ctxbench.trainers.hqa.split import DocumentSource, Hierarchy, read_documents, source_identity, split
+from ctxbench.trainers.hqa.split import Hierarchy, split
+
+
+class DocumentSource(BaseModel):
+    """Where the long documents come from; read through the one corpus reader (trainers/data/corpus.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    path: str = Field(description="squad JSON (e.g. squad/dev-v2.0.json), a .jsonl(.gz)/.parquet file or directory, or a "
+                      "directory of .txt files; a relative path is looked up in the data dir (env CTXBENCH_DATA_DIR) first")
+    format: Literal["squad", "jsonl", "parquet", "text_dir", "auto", "corpus"] = Field(
+        "auto", description="squad: one document per article, its paragraphs joined by blank lines; corpus: read through "
+        "`corpus` (a study's training split: its exclude_ids stay out); others as corpus files")
+    text_field: str = Field("text", description="jsonl/parquet: the field holding the document text")
+    max_documents: int | None = Field(None, ge=1, description="read at most this many documents (in file order)")
+    corpus: dict[str, Any] | None = Field(None, description="format corpus: CorpusConfig keys (trainers/data/corpus.py), "
+                                          "document ids as the corpus gives them")
+
+    @model_validator(mode="after")
+    def _corpus(self):
+        if (self.format == "corpus") != (self.corpus is not None):
+            raise ValueError("documents.corpus goes with format: corpus (and format: corpus needs documents.corpus)")
+        return self
+
+    def open(self, data_dir: Path | None) -> Corpus:
+        if self.format == "corpus":
+            return open_corpus(self.corpus or {})
+        return open_corpus(CorpusConfig(path=self.path, format=self.format, text_field=self.text_field), data_dir=data_dir,
+                           field="documents")
+
+    def identity(self, corpus: Corpus) -> Any:
+        """A study corpus by its identity (which includes the ids it leaves out); document files by their content
+        (trainers/data/synthesis.files_identity): edited documents are different data under the same config."""
+        return [corpus.identity] if self.format == "corpus" else files_identity(corpus.files(), corpus.root)
+
+    def documents(self, corpus: Corpus) -> list[Document]:
+        """In file order, with stable ids: the corpus's for a study corpus; otherwise the file path (a SQuAD article's
+        title) or, for records, their position and a hash of their text."""
+        docs = corpus.documents()
+        if self.format != "corpus":
+            docs = (replace(d, doc_id=d.path or f"doc{i:06d}-{hashlib.sha256(d.text[:4096].encode()).hexdigest()[:8]}")
+                    for i, d in enumerate(docs))
+        return list(islice(docs, self.max_documents))
 
 
 class HQADataConfig(BaseModel):
@@ -123,28 +175,6 @@ def document_budget(cfg: HQADataConfig, tokenizer) -> int:
                           f"{turns_per_sample(cfg)} QA turns of up to {per_turn} tokens, less than one medium section "
                           f"({cfg.medium_tokens}); raise target_tokens or lower documents_per_sample, the counts or max_new_tokens")
     return min(budget, cfg.max_document_tokens or budget)
-
-
-def draw_documents(n_docs: int, samples: int, k: int, rng) -> list[list[int]]:
-    """K distinct documents per sample, walking random permutations of the corpus (reshuffled when used up)."""
-    if n_docs < k:
-        raise ConfigError(f"documents_per_sample: {k} documents per sample, but only {n_docs} documents are usable")
-    order: list[int] = []
-    out = []
-    for _ in range(samples):
-        pick: list[int] = []
-        while len(pick) < k:
-            if not order:
-                order = rng.permutation(n_docs).tolist()
-            d = order.pop(0)
-            if d in pick:
-                order.append(d)
-                if all(x in pick for x in order):
-                    order = []
-                continue
-            pick.append(d)
-        out.append(pick)
-    return out
 
 
 def _doc_rng(seed: int, doc_id: str, stream: int):
@@ -242,7 +272,8 @@ def hqa_identity(cfg: HQADataConfig, *, data_dir: Path | None = None, **_: Any) 
     """The config (cfg.config_hash()), the documents' files and the generator's fingerprint."""
     from ctxbench.trainers.data.generator import fingerprint
 
-    return Identity(cfg.config_hash(), content_hash(source_identity(cfg.documents, data_dir or data_dir_default())),
+    src = cfg.documents
+    return Identity(cfg.config_hash(), content_hash(src.identity(src.open(data_dir or data_dir_default()))),
                     fingerprint(cfg.generator))
 
 
@@ -257,7 +288,7 @@ def synthesize(cfg: HQADataConfig, *, data_dir: Path | None = None, on_calls: Ca
 
 def _hierarchies(cfg: HQADataConfig, tok, budget: int, data_dir: Path | None, drops: Counter) -> tuple[int, list[Hierarchy]]:
     """The documents read, and those long enough for one medium section, cut into hierarchies."""
-    docs = read_documents(cfg.documents, data_dir)
+    docs = cfg.documents.documents(cfg.documents.open(data_dir))
     hierarchies = []
     for d in docs:
         h = split(d, tok, small_tokens=cfg.small_tokens, medium_tokens=cfg.medium_tokens, max_tokens=budget)
@@ -320,7 +351,7 @@ def _write_shards(out: Path, manifest: dict[str, Any], rows: list[dict[str, Any]
     remove_unlisted(out, set(manifest["shards"]), ("shard-*.jsonl",))
 
 
-@register_synthesis("hqa", HQADataConfig, identity=hqa_identity)
+@register_synthesis("hqa", HQADataConfig, identity=hqa_identity, extra="train", extra_modules=("transformers",))
 def _hqa(cfg: HQADataConfig, ident: Identity, *, data_dir: Path | None = None, on_calls: Callable[[int], None] | None = None,
          generator: Generator | None = None) -> dict[str, Any]:
     """hierarchical-QA: long documents summarized and questioned by a generator, then concatenated into conversations."""

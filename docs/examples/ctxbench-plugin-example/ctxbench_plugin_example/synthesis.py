@@ -3,7 +3,7 @@
 It runs through ctxbench's one synthesis skeleton (`ctxbench data pack --method example_sentences --config FILE`):
 the skeleton computes the identity, reuses a finished identical out_dir, refuses a different one in one line, and
 holds the out_dir's lock; this module says what the identity is made of and writes the shards (list_shard) and the
-manifest (envelope, finish).
+manifest (envelope, finish). It reads its documents through ctxbench's one corpus reader (open_corpus).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 # --8<-- [start:synthesis]
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.trainers.data import synthesis
+from ctxbench.trainers.data.corpus import Corpus, open_corpus
 
 
 class SentencesConfig(BaseModel):
@@ -33,16 +34,17 @@ class SentencesConfig(BaseModel):
     out_dir: str = Field(description="where the shards and manifest.json go")
 
 
-def _files(cfg: SentencesConfig) -> list[Path]:
-    files = sorted(Path(cfg.documents).glob("*.txt"))
-    if not files:
+def _corpus(cfg: SentencesConfig) -> Corpus:
+    corpus = open_corpus({"path": cfg.documents, "format": "text_dir"}, field="documents")
+    if not corpus.files():
         raise ConfigError(f"documents: no .txt file in {cfg.documents}; point it at a folder of text documents")
-    return files
+    return corpus
 
 
 def sentences_identity(cfg: SentencesConfig, **_) -> synthesis.Identity:
     """The config without where or how it is written, and the content of each input file (no generator)."""
-    inputs = synthesis.files_identity(_files(cfg), Path(cfg.documents))
+    corpus = _corpus(cfg)
+    inputs = synthesis.files_identity(corpus.files(), corpus.root)
     return synthesis.identity(cfg.model_dump(exclude={"out_dir", "shard_samples"}), inputs)
 
 
@@ -53,8 +55,8 @@ def write_sentences(cfg: SentencesConfig, ident: synthesis.Identity) -> dict:
 
     drops: Counter = Counter()
     pool = []
-    for f in _files(cfg):
-        for s in re.split(r"(?<=[.!?])\s+", f.read_text(errors="replace")):
+    for doc in _corpus(cfg).documents():
+        for s in re.split(r"(?<=[.!?])\s+", doc.text):
             if len(s.split()) < cfg.min_words:
                 drops["sentences:too_short"] += 1
             else:
