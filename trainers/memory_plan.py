@@ -175,12 +175,14 @@ def zero_of(spec: str | None) -> tuple[int, bool]:
 
 
 def workload(config: Any, name: str, *, seq_len: int, sequences: int, trainable: int | None = None,
-             logit_positions: float = 1.0, sequence_parallel: int = 1) -> Workload:
-    """A Workload from a TrainerConfig's shared settings (model, DeepSpeed, checkpointing, attention)."""
+             logit_positions: float = 1.0, sequence_parallel: int | None = None) -> Workload:
+    """A Workload from a TrainerConfig's shared settings (model, DeepSpeed, sequence parallelism, checkpointing,
+    attention)."""
     shape = shape_of(config.base_model)
     zero, offload = zero_of(config.deepspeed)
+    sp = sequence_parallel or getattr(config, "sequence_parallel", 1)
     return Workload(name, shape, seq_len, sequences, shape.params() if trainable is None else trainable, logit_positions,
-                    zero, offload, sequence_parallel, config.gradient_checkpointing, config.attn_implementation == "eager")
+                    zero, offload, sp, config.gradient_checkpointing, config.attn_implementation == "eager")
 
 
 def lora_trainable(shape: Shape, lora: Any) -> int:

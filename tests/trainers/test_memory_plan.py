@@ -107,6 +107,8 @@ def test_the_plan_of_every_shipped_config(ctxbench):
     code, out, _ = ctxbench("train", "hqa_sft", "--config", "configs/trainers/hqa-sft-llama3.1-8b-1m.yaml", "--plan")
     assert "stage 1m:" in out and "sequence parallel 16" in out and "fits: 16 x 80 GiB" in out
     assert "stage 180k:" in out and "needs sequence_parallel >= 2" in out
+    code, out, _ = ctxbench("train", "cpt", "--config", "configs/trainers/cpt-quest-1.4b-128k.yaml", "--plan")
+    assert "sequence parallel 2," in out and "fits: 2 x 80 GiB" in out  # a CPT config's own degree
 
 
 def test_more_gpu_memory_fits_on_fewer_gpus():
