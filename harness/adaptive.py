@@ -12,19 +12,16 @@ the stopping round and the decision, for the board and for the user.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ctxbench.harness.core.adaptive_state import ADAPTIVE_FILE, FINAL, read_state, stopped_samples, summary_lines  # noqa: F401
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_write_json
 
-ADAPTIVE_FILE = "adaptive.json"
 DEFAULT_ALPHA = 0.05
 DEFAULT_THRESHOLD = 85.6  # RULER's effective-length threshold (Llama-2-7B at 4K), in points
-FINAL = ("settled", "reached N", "end of the earlier run")  # a length that will not score more under this rule
 
 
 @dataclass(frozen=True)
@@ -145,15 +142,6 @@ def complete_rounds(scores: dict[tuple[str, int], float], tasks: dict[str, int],
     return r
 
 
-def read_state(run_dir: Path) -> dict[str, Any]:
-    """adaptive.json of a run ({} when it was never scored adaptively, or the file is unreadable)."""
-    try:
-        state = json.loads((Path(run_dir) / ADAPTIVE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return state if isinstance(state, dict) else {}
-
-
 def write_state(run_dir: Path, until: Until, lengths: dict[int, dict[str, Any]], cells: dict[str, dict[str, int]],
                 earlier: dict[str, Any]) -> dict[str, Any]:
     """Write adaptive.json: the rule, alpha, target, and per length and cell the stopping round and the decision.
@@ -166,28 +154,3 @@ def write_state(run_dir: Path, until: Until, lengths: dict[int, dict[str, Any]],
              "lengths": {str(k): v for k, v in sorted(lengths.items())}, "cells": cells}
     atomic_write_json(Path(run_dir) / ADAPTIVE_FILE, state)
     return state
-
-
-def stopped_samples(state: dict[str, Any]) -> dict[tuple[str, int], int]:
-    """(task, length) -> the stopping round of each cell whose length stopped for good: its later samples were never
-    meant to run (the board counts them as stopped, not pending)."""
-    final = {k for k, v in (state.get("lengths") or {}).items() if v.get("stopped") in FINAL}
-    return {(task, int(length)): int(r) for task, per in (state.get("cells") or {}).items()
-            for length, r in per.items() if length in final}
-
-
-def summary_lines(state: dict[str, Any], lengths: Iterable[int] | None = None) -> list[str]:
-    """One line per length in words: settled (which way, after how many rounds) or reached N undecided."""
-    lines = []
-    for key, v in sorted((state.get("lengths") or {}).items(), key=lambda kv: int(kv[0])):
-        if lengths is not None and int(key) not in lengths:
-            continue
-        where = f"[{100 * v['lo']:.1f}, {100 * v['hi']:.1f}]" if v.get("lo") is not None else ""
-        rounds = f"{v.get('rounds', 0)} of {v.get('n', '?')} rounds"
-        if v.get("settled"):
-            lines.append(f"{key}: settled {v.get('decision')} {where} after {rounds}")
-        elif v.get("stopped") in FINAL:
-            lines.append(f"{key}: {v.get('decision', 'undecided')} {where} at {v.get('stopped')} ({rounds})")
-        else:
-            lines.append(f"{key}: not settled yet {where} after {rounds} ({v.get('stopped', 'running')})")
-    return lines

@@ -145,7 +145,7 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
 def sequential_prefixes(run_dir: Path, latest: dict[str, dict]) -> tuple[dict[tuple[str, int], int], dict[int, dict]]:
     """A sequential run's (task, length) -> stopping round, and length -> verdict, for the lengths it stopped for good
     and no later run without --until extended (then the cell is a full-N cell again)."""
-    from ctxbench.harness.adaptive import read_state, stopped_samples
+    from ctxbench.harness.core.adaptive_state import read_state, stopped_samples
 
     state = read_state(run_dir)
     ends = stopped_samples(state)
