@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ctxbench.harness.core.config import one_line
 from ctxbench.harness.core.errors import ConfigError
@@ -42,6 +42,9 @@ class CPTData(BaseModel):
         return self
 
 
+SYNTHESIS_TRAINERS = {"hqa": "hqa_sft", "logo": "logo"}  # synthesis method -> the trainer of its data in a study
+
+
 class CPTStudyData(BaseModel):
     """A CPT method in a study: how the study's corpus is packed for it (the study sets corpus, budget and seed)."""
 
@@ -51,6 +54,19 @@ class CPTStudyData(BaseModel):
     mix_ratio: float = Field(0.0, ge=0, le=1, description="fraction of standard-packed sequences mixed in (SPLICE: 0.5)")
     eval_sequences: int = Field(8, ge=0, description="packed sequences held out for the validation loss")
     max_sequences: int | None = Field(None, ge=1, description="train on at most this many sequences")
+
+    @field_validator("method")
+    @classmethod
+    def _a_packing(cls, v: str) -> str:
+        """Another synthesis method (hqa, logo, a plugin's) is compared through the trainer that trains on its data."""
+        from ctxbench.trainers.data.methods import method_names
+        from ctxbench.trainers.data.synthesis import synthesis_names
+
+        if v not in method_names() and v in synthesis_names():
+            how = f"trainer: {SYNTHESIS_TRAINERS[v]}" if v in SYNTHESIS_TRAINERS else "the trainer that trains on its data"
+            raise ValueError(f"{v!r} is a synthesis method but not a packing, and cpt trains on packed sequences "
+                             f"({', '.join(method_names())}); give this study method {how}")
+        return v
 
     @model_validator(mode="after")
     def _method(self):
