@@ -80,8 +80,8 @@ def throughput(model: str, data: Path, seq_len: int, steps: int, rounds: int, wo
     step of every run is a warm-up and not counted; the ratio uses process CPU time (steady on a shared machine),
     wall time is reported beside it."""
     from ctxbench.trainers.cpt import CPTConfig, CPTTrainer
-    from ctxbench.trainers.data.corpus import resolve_corpus
     from ctxbench.trainers.data.pipeline import SynthesisConfig, synthesize
+    from ctxbench.trainers.data.stdlib_corpus import resolve_corpus
     from ctxbench.trainers.hqa.trainer import HQASFTConfig, HQASFTTrainer
 
     common = {"base_model": model, "per_device_batch_size": 1, "learning_rate": 1e-5, "save_steps": 1000,
