@@ -253,7 +253,15 @@ ROW_MEANING = {
     "position": "gold position of KV retrieval",
     "cluster": "id shared by samples with one haystack or document (null: independent); see statistics.md",
     "meta": "task-specific extras",
+    "reasoning": "only thinking runs: the reasoning split off the answer (docs/thinking.md)",
+    "reasoning_tokens": "only thinking runs: tokens of reasoning", "reasoning_format": "only thinking runs: how it was marked",
+    "answer_tokens": "only thinking runs: tokens of the answer after the reasoning",
+    "failure": "only thinking runs: `thinking_unfinished` when the reasoning never closed (scored 0)",
+    "repeat": "only with --repeats: which generation of the sample",
+    "judge": "only judge tasks: the judge's model, version and verdict (docs/benchmarks/judge.md)",
 }
+# keys the generation loop adds only in some runs (spread into `extra=` from thinking, repeats and judge tasks)
+OPTIONAL_ROW_KEYS = ("reasoning", "reasoning_tokens", "reasoning_format", "answer_tokens", "failure", "repeat", "judge")
 
 MANIFEST_MEANING = {
     "trainer": "the registered trainer (cpt, hqa_sft, logo, ...)", "run_id": "the training's run id in the store",
@@ -313,7 +321,7 @@ def row_keys() -> list[str]:
 
     fn = next(n for n in ast.walk(ast.parse(inspect.getsource(runner))) if isinstance(n, ast.FunctionDef) and n.name == "_row")
     extra = next(k.value for k in ast.walk(fn) if isinstance(k, ast.keyword) and k.arg == "extra" and isinstance(k.value, ast.Dict))
-    return [f.name for f in FIELDS] + [k.value for k in extra.keys if isinstance(k, ast.Constant)]
+    return [f.name for f in FIELDS] + [k.value for k in extra.keys if isinstance(k, ast.Constant)] + list(OPTIONAL_ROW_KEYS)
 
 
 def manifest_keys() -> list[str]:
