@@ -73,7 +73,7 @@ class LMEvalTask(Task):
 
     def is_complete(self, run_dir: str | Path) -> bool:
         """Whether a run already holds this task's lm-eval results (a rerun skips it)."""
-        from ctxbench.tasks.lmeval_adapter import completed
+        from ctxbench.tasks.lmeval_results import completed
 
         return self.name in completed(run_dir)
 
@@ -92,6 +92,7 @@ class LMEvalTask(Task):
         (without the samples), for ``write_aggregates(run_dir)``.
         """
         from ctxbench.tasks import lmeval_adapter as lx
+        from ctxbench.tasks.lmeval_results import sample_rows
 
         a = self.args
         lim = a.limit if a.limit is not None else limit
@@ -117,7 +118,7 @@ class LMEvalTask(Task):
         finally:
             if a.batch_size and old_bs is not None:
                 backend.batch_size = old_bs
-        rows = lx.sample_rows(results, backend=backend, metric=a.metric, filter_name=a.filter)
+        rows = sample_rows(results, backend=backend, metric=a.metric, filter_name=a.filter)
         self.last_results = {k: v for k, v in results.items() if k != "samples"}
         self.last_results["ctxbench_task"] = self.name
         return rows
@@ -125,7 +126,7 @@ class LMEvalTask(Task):
     def write_aggregates(self, run_dir: str | Path, results: dict[str, Any] | None = None) -> Path:
         """Write lm-eval's aggregates (default: the last run's) to ``<run_dir>/lmeval_results.json``, under this
         task's name, beside other tasks' entries."""
-        from ctxbench.tasks.lmeval_adapter import write_aggregates
+        from ctxbench.tasks.lmeval_results import write_aggregates
 
         results = self.last_results if results is None else results
         if results is None:

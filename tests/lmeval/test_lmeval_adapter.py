@@ -76,7 +76,7 @@ def test_unknown_lmeval_task_is_a_config_error(make_stub, tiny_mmlu):
 def test_tiny_mmlu_rows_categories_and_stderr(make_stub, tiny_mmlu_paths, tmp_path):
     """lm-eval's real MMLU groups over local subjects; the stub always answers A."""
     from ctxbench.tasks.lmeval import LMEvalArgs, LMEvalTask
-    from ctxbench.tasks.lmeval_adapter import read_aggregates, write_aggregates
+    from ctxbench.tasks.lmeval_results import read_aggregates, write_aggregates
 
     task = LMEvalTask("lmeval/mmlu", LMEvalArgs(include_path=tiny_mmlu_paths, builtin_tasks=False))
     rows = task.run_external(backend=make_stub(), renderer=None, limit=None, seed=1, console=None)
