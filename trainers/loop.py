@@ -36,7 +36,6 @@ from ctxbench.trainers.base import (
     TrainerConfig,
     TrainResult,
     TrainRun,
-    apply_rope,
     deepspeed_path,
 )
 from ctxbench.trainers.callbacks import training_callbacks
@@ -52,6 +51,7 @@ from ctxbench.trainers.distributed import (
     use_threads,
     world_size,
 )
+from ctxbench.trainers.model_init import initial_model
 
 TRAIN_LOCK = "train.lock"  # in the run directory: one process trains a run at a time
 FINAL_STAGING = ".final.tmp"  # in output_dir: the final model is saved here, then published file by file
@@ -162,32 +162,7 @@ class HFTrainer:
         return self._tokenizer
 
     def build_model(self, data: DataBundle) -> Any:
-        import torch
-        from transformers import AutoConfig, AutoModelForCausalLM
-
-        c, tok = self.config, self.tokenizer
-        if isinstance(c.base_model, ScratchModel):
-            kw = dict(c.base_model.config)
-            model_type = kw.pop("model_type", "llama")
-            kw.setdefault("vocab_size", len(tok))
-            for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
-                kw.setdefault(key, getattr(tok, key, None))
-            mc = AutoConfig.for_model(model_type, **kw)
-            apply_rope(mc, c.rope, data.seq_len)
-            torch.manual_seed(c.seed)
-            model = AutoModelForCausalLM.from_config(mc, attn_implementation=c.attn_implementation)
-        else:
-            from ctxbench.harness.core.models import materialize, resolve
-
-            path = materialize(resolve(c.base_model))
-            mc = AutoConfig.from_pretrained(path)
-            apply_rope(mc, c.rope, data.seq_len)
-            # fp32 master weights for mixed precision; DeepSpeed bf16 keeps its own, so load bf16 there
-            dtype = torch.bfloat16 if (c.deepspeed and self._precision() == "bf16") else torch.float32
-            model = AutoModelForCausalLM.from_pretrained(path, config=mc, dtype=dtype, attn_implementation=c.attn_implementation)
-        if c.gradient_checkpointing:
-            model.config.use_cache = False
-        return model
+        return initial_model(self.config, self.tokenizer, data.seq_len, self._precision())
 
     # --- the loop -------------------------------------------------------------------------------
     def _precision(self) -> str:
