@@ -1,7 +1,8 @@
 """Continued pretraining (`cpt`): causal-LM loss on packed sequences streamed from shards.
 
 The data is a packed directory (trainers.data.shards: manifest + .npy shards), either given or
-synthesized first from `data.synthesis` (resumable). Sequences are memory-mapped, so corpora larger
+synthesized first from `data.synthesis` (resumable); `data.text_synthesis` first runs a synthesis method that
+produces text rows (a plugin's), whose output data.synthesis then packs (corpus format synthesis). Sequences are memory-mapped, so corpora larger
 than RAM train without loading. Validation loss comes from a held-out shard directory or the tail
 of the packed data, every eval_steps and at the end. Context extension is the base config's `rope`.
 """
@@ -25,6 +26,14 @@ from ctxbench.trainers.base import DataBundle, ScratchModel, TrainerConfig
 from ctxbench.trainers.loop import HFTrainer
 
 
+class TextSynthesis(BaseModel):
+    """A text-producing synthesis method (register_synthesis(..., produces="text")) and its config keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    method: str = Field(description="a synthesis method that produces text (`ctxbench data methods`)")
+    config: dict[str, Any] = Field(description="the method's config keys, out_dir included")
+
+
 class CPTData(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     path: str | None = Field(None, description="packed-data directory (manifest.json + shards) to train on")
@@ -34,49 +43,96 @@ class CPTData(BaseModel):
     eval_sequences: int = Field(8, ge=0, description="sequences held out from the end of the data when eval_path is unset; "
                                 "0 = no validation")
     max_sequences: int | None = Field(None, ge=1, description="train on at most this many sequences (after the holdout)")
+    text_synthesis: TextSynthesis | None = Field(None, description="a synthesis method producing text rows, run first "
+                                                 "(resumable); data.synthesis packs its out_dir (corpus format: synthesis)")
 
     @model_validator(mode="after")
     def _one_source(self):
         if (self.path is None) == (self.synthesis is None):
             raise ValueError("give exactly one of data.path (packed directory) or data.synthesis (pack first)")
+        if self.text_synthesis is not None and self.synthesis is None:
+            raise ValueError("text_synthesis needs data.synthesis to pack its output (corpus: {path: <its out_dir>})")
         return self
-
-
-SYNTHESIS_TRAINERS = {"hqa": "hqa_sft", "logo": "logo"}  # synthesis method -> the trainer of its data in a study
 
 
 class CPTStudyData(BaseModel):
     """A CPT method in a study: how the study's corpus is packed for it (the study sets corpus, budget and seed)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    method: str = Field(description="packing method: standard, within_domain, splice, quest, knn, iclm")
-    method_args: dict[str, Any] = Field(default_factory=dict, description="the method's arguments, e.g. {retriever: bm25, k: 1}")
+    method: str = Field(description="packing method (standard, within_domain, splice, quest, knn, iclm), or a synthesis "
+                        "method that produces text (a plugin's): its rows are packed with the standard packing")
+    method_args: dict[str, Any] = Field(default_factory=dict, description="the method's arguments, e.g. {retriever: bm25, k: 1}; "
+                                        "a text method: its config keys (out_dir and seed are the study's)")
     mix_ratio: float = Field(0.0, ge=0, le=1, description="fraction of standard-packed sequences mixed in (SPLICE: 0.5)")
     eval_sequences: int = Field(8, ge=0, description="packed sequences held out for the validation loss")
     max_sequences: int | None = Field(None, ge=1, description="train on at most this many sequences")
 
     @field_validator("method")
     @classmethod
-    def _a_packing(cls, v: str) -> str:
-        """Another synthesis method (hqa, logo, a plugin's) is compared through the trainer that trains on its data."""
+    def _trainable(cls, v: str) -> str:
+        """A packing, or a method producing text; others (hqa, logo) are compared through the trainer of their data."""
         from ctxbench.trainers.data.methods import method_names
-        from ctxbench.trainers.data.synthesis import synthesis_names
+        from ctxbench.trainers.data.synthesis import TRAINER_OF, get_synthesis, synthesis_names
 
-        if v not in method_names() and v in synthesis_names():
-            how = f"trainer: {SYNTHESIS_TRAINERS[v]}" if v in SYNTHESIS_TRAINERS else "the trainer that trains on its data"
-            raise ValueError(f"{v!r} is a synthesis method but not a packing, and cpt trains on packed sequences "
-                             f"({', '.join(method_names())}); give this study method {how}")
+        if v in method_names() or v not in synthesis_names():
+            return v  # an unknown name is refused by _method, as an unknown packing
+        produces = get_synthesis(v).produces
+        if produces is None:
+            raise ValueError(f"synthesis method {v!r} declares no `produces`, so no trainer trains on its data; declare it "
+                             "in register_synthesis (produces='text' for JSON-lines {\"text\": ...} rows, which cpt packs)")
+        if TRAINER_OF[produces] != "cpt":
+            raise ValueError(f"{v!r} is a synthesis method producing {produces} data, and cpt trains on packed sequences "
+                             f"(packings: {', '.join(method_names())}; or a method producing text); give this study "
+                             f"method trainer: {TRAINER_OF[produces]}")
         return v
+
+    @property
+    def is_text(self) -> bool:
+        from ctxbench.trainers.data.methods import method_names
+
+        return self.method not in method_names()
 
     @model_validator(mode="after")
     def _method(self):
         from ctxbench.trainers.data.methods import parse_args
 
         try:
-            parse_args(self.method, self.method_args)
+            if not self.is_text:
+                parse_args(self.method, self.method_args)
+            elif self.mix_ratio:
+                raise ConfigError("mix_ratio: a text method's rows are standard-packed as they are; remove mix_ratio")
+            else:
+                text_config(self.method, self.method_args, out_dir="text", seed=0)
         except ConfigError as e:
             raise ValueError(str(e)) from None
         return self
+
+
+def text_config(method: str, args: dict[str, Any], *, out_dir: str, seed: int) -> dict[str, Any]:
+    """A text method's config in a study: the user's keys plus the study's out_dir and seed (if the method has one)."""
+    from ctxbench.harness.core.config import validate_config
+    from ctxbench.trainers.data.synthesis import get_synthesis
+
+    spec = get_synthesis(method)
+    fixed = {"out_dir": out_dir, **({"seed": seed} if "seed" in spec.config.model_fields else {})}
+    clash = sorted(set(fixed) & set(args))
+    if clash:
+        raise ConfigError(f"method_args: {clash[0]} is set by the study; remove it")
+    validate_config(spec.config, {**args, **fixed}, where=f"method_args ({method})")
+    return {**args, **fixed}
+
+
+def run_text_synthesis(text: TextSynthesis) -> None:
+    """Run the text method through the one synthesis core (reused when finished and identical)."""
+    from ctxbench.harness.core.config import validate_config
+    from ctxbench.trainers.data.synthesis import get_synthesis, synthesize
+
+    spec = get_synthesis(text.method, field="data.text_synthesis.method")
+    if spec.produces != "text":
+        raise ConfigError(f"data.text_synthesis.method: {text.method!r} produces {spec.produces or 'nothing declared'}, "
+                          "not text rows; name a method with produces='text'")
+    spec.require_extra(for_=f"synthesis method {text.method}")
+    synthesize(spec, validate_config(spec.config, text.config, where="data.text_synthesis.config"))
 
 
 class CPTConfig(TrainerConfig):
@@ -139,14 +195,26 @@ class CPTTrainer(HFTrainer):
 
     @classmethod
     def study_data_config(cls, options: CPTStudyData, inputs) -> dict[str, Any]:
-        """Pack the study's training split with the method (data.synthesis: prepare_data packs it, resumably)."""
+        """Pack the study's training split with the method (data.synthesis: prepare_data packs it, resumably); a text
+        method writes its rows under out_dir/text (the study's seed), which the standard packing packs to out_dir/packed."""
         synthesis = {"corpus": inputs.corpus, "method": options.method, "method_args": options.method_args,
                      "mix_ratio": options.mix_ratio, "seq_len": inputs.seq_len, "budget_tokens": inputs.budget_tokens,
                      "tokenizer": inputs.tokenizer, "seed": inputs.seed, "out_dir": str(inputs.out_dir)}
-        return {"synthesis": synthesis, "eval_sequences": options.eval_sequences, "max_sequences": options.max_sequences}
+        data: dict[str, Any] = {"eval_sequences": options.eval_sequences, "max_sequences": options.max_sequences}
+        if options.is_text:
+            text_out = str(Path(inputs.out_dir) / "text")
+            data["text_synthesis"] = {"method": options.method, "config": text_config(
+                options.method, options.method_args, out_dir=text_out, seed=inputs.seed)}
+            synthesis.update(corpus={"path": text_out, "format": "synthesis"}, method="standard", method_args={},
+                             out_dir=str(Path(inputs.out_dir) / "packed"))
+        return {**data, "synthesis": synthesis}
 
     def corpus_documents(self) -> frozenset[str] | None:
+        """The study corpus documents packed; None for a text method's rows (it reads what its own config names)."""
         from ctxbench.trainers.data.pipeline import packed_document_ids
+
+        if self.config.data.text_synthesis is not None:
+            return None
 
         return packed_document_ids(self.data.info["path"])
 
@@ -172,6 +240,8 @@ class CPTTrainer(HFTrainer):
         except ValidationError as e:
             raise ConfigError(one_line(e, "data.synthesis")) from None
         if self.is_main:
+            if d.text_synthesis is not None:
+                run_text_synthesis(d.text_synthesis)
             synthesize(cfg)
         else:  # other ranks wait for rank 0's packing instead of packing the same data concurrently
             while not ((m := read_manifest(Path(cfg.out_dir))) and m.complete):

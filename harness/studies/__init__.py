@@ -27,7 +27,8 @@ A trainer whose data does not sit in one `data` section overrides `study_config(
 (default: settings plus data = study_data_config()), which returns the whole raw trainer config.
 
 Plugged in:
-- cpt (trainers/cpt.py) packs the corpus with a packing method ({method, method_args, mix_ratio, eval_sequences}).
+- cpt (trainers/cpt.py) packs the corpus with a packing method ({method, method_args, mix_ratio, eval_sequences}),
+  or runs a synthesis method that produces text (method_args: its config keys) and standard-packs its rows.
 - hqa_sft (trainers/hqa/study.py): options {composition, data_args, samples}; its stages (data YAML, seq_len,
   RoPE, steps) come from the study's `training`, the last at the study's seq_len; study_config points every stage's
   synthesis at inputs.out_dir/<stage> with documents read from the study corpus (format: corpus, so the held-out

@@ -1,5 +1,8 @@
 """The one corpus reader: every data method (the packings, hierarchical-QA, plugins) reads its documents through it.
 
+A synthesis method's text output (a directory whose manifest.json lists JSON-lines shards of {"text": str} rows) is
+a corpus too (format `synthesis`): that is how cpt packs and trains on a text-producing method's data.
+
 `open_corpus(config)` resolves the corpus once (a relative path is looked up in the data dir first; the format is
 detected) and returns a `Corpus`: its `identity` (reader settings plus name, size and mtime of every input file),
 its input `files()` and its `documents()` (streamed, one line / batch / file at a time), each a `Document` with its
@@ -35,10 +38,12 @@ class CorpusConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     path: str = Field(description="a .jsonl(.gz) or .parquet file (or a directory of them), a directory of .txt files, "
                                   "or a code repository tree")
-    format: Literal["auto", "jsonl", "parquet", "text_dir", "repo", "squad"] = Field(
-        "auto", description="auto: by suffix (a .json file holding 'paragraphs' is squad); a directory is text_dir "
-                            "when it holds only .txt files, else repo; squad: a SQuAD JSON file, one document per "
-                            "article (its paragraphs joined by blank lines, id = title)")
+    format: Literal["auto", "jsonl", "parquet", "text_dir", "repo", "squad", "synthesis"] = Field(
+        "auto", description="auto: by suffix (a .json file holding 'paragraphs' is squad); a directory is synthesis "
+                            "when its manifest.json is a synthesis manifest, text_dir when it holds only .txt files, "
+                            "else repo; squad: a SQuAD JSON file, one document per article (its paragraphs joined by "
+                            "blank lines, id = title); synthesis: a finished text-producing synthesis method's output "
+                            "(the JSON-lines shards its manifest lists, one document per row, id = shard:line)")
     text_field: str = Field("text", description="jsonl/parquet: the field holding the document text")
     domain_field: str | None = Field(None, description="jsonl/parquet: field naming the document's domain (e.g. source)")
     path_field: str | None = Field(None, description="jsonl/parquet: field holding a file path (enables the repo retriever)")
@@ -83,6 +88,8 @@ class Corpus:
         """The input files, in reading order."""
         if self.format in ("text_dir", "repo"):
             return _dir_files(self)
+        if self.format == "synthesis":
+            return _synthesis_shards(self)[1]
         return [self.root] if self.format == "squad" else _record_files(self.root, (*RECORD_SUFFIXES, ".parquet"))
 
     @cached_property
@@ -106,6 +113,8 @@ class Corpus:
         settings = self.config.model_dump(exclude={"max_doc_tokens"}, exclude_defaults=True)  # new optional fields keep old keys
         ident = {"path": str(self.root), "format": self.format, "files": len(files), "files_hash": h.hexdigest()[:16],
                  "settings": settings}
+        if self.format == "synthesis":  # the method output's identity (its config, inputs and generator)
+            ident["synthesis"] = _synthesis_shards(self)[0]["identity"]["hash"]
         if self.config.exclude_ids:  # the ids themselves, not the file's name: a rewritten split is another corpus
             ident["excluded"] = hashlib.sha256("\n".join(sorted(self.excluded)).encode()).hexdigest()[:16]
         return ident
@@ -144,6 +153,8 @@ def _detect(p: Path, field: str) -> str:
         if name.endswith(".parquet"):
             return "parquet"
         raise ConfigError(f"{field}.format: cannot tell the format of {p.name}; set format: jsonl or parquet")
+    if _is_synthesis_output(p):
+        return "synthesis"
     files = [f for f in p.iterdir() if f.is_file()]
     if files and all(f.name.endswith((".jsonl", ".jsonl.gz")) for f in files):
         return "jsonl"
@@ -154,6 +165,32 @@ def _detect(p: Path, field: str) -> str:
         if any(not n.endswith(".txt") and not n.startswith(".") for n in names):
             return "repo"
     return "text_dir"
+
+
+def _is_synthesis_output(p: Path) -> bool:
+    from ctxbench.trainers.data.synthesis import SCHEMA, read_manifest
+
+    try:
+        return (read_manifest(p) or {}).get("schema") == SCHEMA
+    except (json.JSONDecodeError, OSError):
+        return False
+
+
+def _synthesis_shards(corpus: Corpus) -> tuple[dict[str, Any], list[Path]]:
+    """A text-producing method's finished output: its manifest and the JSON-lines shards it lists (else one line)."""
+    from ctxbench.trainers.data.synthesis import SCHEMA, read_manifest
+
+    where = f"{corpus.field}.path: {corpus.root}"
+    m = read_manifest(corpus.root) if corpus.root.is_dir() else None
+    if not m or m.get("schema") != SCHEMA:
+        raise ConfigError(f"{where} holds no synthesis output (no {SCHEMA} manifest.json); run the method first")
+    if not m.get("complete"):
+        raise ConfigError(f"{where}: the {m.get('method')} synthesis is unfinished; rerun it to finish it")
+    shards = [str(s) for s in m.get("shards", [])]
+    if not shards or not all(s.endswith(".jsonl") for s in shards):
+        raise ConfigError(f"{where} is {m.get('method')} output, not JSON-lines text shards; only a method that "
+                          "produces text is read as a corpus")
+    return m, [corpus.root / s for s in shards]
 
 
 def _dir_files(corpus: Corpus) -> list[Path]:
@@ -190,7 +227,8 @@ def _domain(cfg: CorpusConfig, rel: str | None, field_value) -> str:
 
 
 def _read(corpus: Corpus) -> Iterator[Document]:
-    readers = {"text_dir": _read_dir, "repo": _read_dir, "jsonl": _read_jsonl, "squad": _read_squad, "parquet": _read_parquet}
+    readers = {"text_dir": _read_dir, "repo": _read_dir, "jsonl": _read_jsonl, "squad": _read_squad, "parquet": _read_parquet,
+               "synthesis": _read_jsonl}
     yield from readers[corpus.format](corpus)
 
 
@@ -204,7 +242,8 @@ def _read_dir(corpus: Corpus) -> Iterator[Document]:
 
 
 def _read_jsonl(corpus: Corpus) -> Iterator[Document]:
-    for f in _record_files(corpus.root, RECORD_SUFFIXES):
+    files = corpus.files() if corpus.format == "synthesis" else _record_files(corpus.root, RECORD_SUFFIXES)
+    for f in files:
         opener = gzip.open if f.name.endswith(".gz") else open
         with opener(f, "rt", encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, 1):

@@ -10,6 +10,10 @@ method needs alike:
 - refuse: an out_dir holding another identity (finished or not) is refused in one line naming what differs;
 - one writer: the method's step runs under the out_dir's lock and resumes what an interrupted run left.
 
+A method declares what it `produces`, which says the trainer that can train on it (and so how a study compares it):
+"packed" (token sequences: cpt), "text" (JSON-lines shards of {"text": str} rows listed in the manifest's `shards`:
+cpt packs them with the standard packing), "hqa" (hqa_sft), "logo" (logo); None: no trainer reads it.
+
 Every manifest.json carries the same envelope: `schema` (SCHEMA, versioned), `method`, `identity`, `complete`
 and `drops` (counts by reason); each method adds its own fields beside it.
 """
@@ -21,7 +25,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -30,6 +34,8 @@ from ctxbench.harness.core.errors import ConfigError
 
 SCHEMA = "ctxbench-synthesis/1"
 MANIFEST = "manifest.json"
+Produces = Literal["packed", "text", "hqa", "logo"]
+TRAINER_OF: dict[str, str] = {"packed": "cpt", "text": "cpt", "hqa": "hqa_sft", "logo": "logo"}  # who trains on it
 
 
 def content_hash(obj: Any) -> str:
@@ -82,6 +88,7 @@ class SynthesisMethod:
     args: type[BaseModel] | None = None  # method_args of a packing method (its config keys are SynthesisConfig's)
     extra: str | None = None  # the optional install its run needs (harness/core/extras.py), e.g. "train" for a tokenizer
     extra_modules: tuple[str, ...] | None = None  # the extra's modules it needs (default: all of the extra's)
+    produces: Produces | None = None  # what it writes, so which trainer trains on it (TRAINER_OF); None: none does
 
     def require_extra(self, *, for_: str) -> None:
         """Refuse `for_` in one line when the method's extra is missing: before anything is written or loaded."""
@@ -93,15 +100,19 @@ class SynthesisMethod:
 
 def register_synthesis(name: str, config: type[BaseModel], *, identity: Callable[[Any], Identity],
                        load: Callable[[Path], Any] | None = None, args: type[BaseModel] | None = None,
-                       help: str | None = None, extra: str | None = None, extra_modules: tuple[str, ...] | None = None):
+                       help: str | None = None, extra: str | None = None, extra_modules: tuple[str, ...] | None = None,
+                       produces: Produces | None = None):
     """Decorate a method's run step: registers it as synthesis method `name` (plugins use this too). `help` defaults
     to the first line of the run step's docstring; `load` to reading manifest.json as a dict; `extra` names the
-    optional install the step needs (checked by the commands before they start)."""
+    optional install the step needs (checked by the commands before they start); `produces` what it writes ("text":
+    JSON-lines {"text": str} rows, which cpt packs and a study compares; default None: no trainer trains on it)."""
+    if produces is not None and produces not in TRAINER_OF:
+        raise ConfigError(f"produces: {produces!r} is not one of {', '.join(TRAINER_OF)}; declare what the method writes")
 
     def deco(run: Callable[..., Any]) -> Callable[..., Any]:
         doc = help or (run.__doc__ or "").strip().split("\n")[0]
         registry.register("synthesis", name)(SynthesisMethod(name, config, identity, run, load or read_manifest, doc, args,
-                                                             extra, extra_modules))
+                                                             extra, extra_modules, produces))
         return run
 
     return deco

@@ -351,7 +351,8 @@ def _write_shards(out: Path, manifest: dict[str, Any], rows: list[dict[str, Any]
     remove_unlisted(out, set(manifest["shards"]), ("shard-*.jsonl",))
 
 
-@register_synthesis("hqa", HQADataConfig, identity=hqa_identity, extra="train", extra_modules=("transformers",))
+@register_synthesis("hqa", HQADataConfig, identity=hqa_identity, extra="train", extra_modules=("transformers",),
+                    produces="hqa")
 def _hqa(cfg: HQADataConfig, ident: Identity, *, data_dir: Path | None = None, on_calls: Callable[[int], None] | None = None,
          generator: Generator | None = None) -> dict[str, Any]:
     """hierarchical-QA: long documents summarized and questioned by a generator, then concatenated into conversations."""
