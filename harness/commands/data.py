@@ -105,8 +105,8 @@ def _run_method(name: str, config: Path, **overrides) -> None:
 
 @data_app.command("methods")
 def data_methods():
-    """List every synthesis method (the packings, hqa, logo, plugins' own) and its arguments: a packing's method_args,
-    any other method's config keys (name, default, help)."""
+    """List every synthesis method (the packings, hqa, logo, plugins' own), what it produces (which trainer, so which
+    study, can train on it) and its arguments: a packing's method_args, any other method's config keys."""
     from rich.table import Table
 
     from ctxbench.trainers.data.synthesis import get_synthesis, synthesis_names
@@ -116,7 +116,8 @@ def data_methods():
         t.add_column(col)
     for name in synthesis_names():
         spec = get_synthesis(name)
-        t.add_row(f"[bold]{name}[/]", "", "", spec.help)
+        produces = f"produces {spec.produces}" if spec.produces else "produces nothing declared (no study can train on it)"
+        t.add_row(f"[bold]{name}[/]", "", "", f"{spec.help} · {produces}")
         for arg, field in (spec.args or spec.config).model_fields.items():
             default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
             t.add_row("", arg, default, field.description or "")

@@ -102,3 +102,12 @@ def test_a_text_output_is_a_corpus_whose_identity_is_the_method_output(methods, 
     (out / "manifest.json").write_text(json.dumps({**manifest, "shards": ["shard-00000.npy"]}))
     with pytest.raises(ConfigError, match="is rows output, not JSON-lines text shards"):
         open_corpus({"path": str(out)}).files()
+
+
+def test_data_methods_says_what_each_method_produces(methods, ctxbench, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")
+    code, out, _ = ctxbench("data", "methods")
+    assert code == 0
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.startswith("│")}
+    assert "· produces packed" in rows["standard"] and "· produces text" in rows["rows"]
+    assert "· produces nothing declared (no study can train on it)" in rows["silent"]
