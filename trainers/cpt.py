@@ -75,7 +75,7 @@ class CPTStudyData(BaseModel):
         from ctxbench.trainers.data.synthesis import TRAINER_OF, get_synthesis, synthesis_names
 
         if v in method_names() or v not in synthesis_names():
-            return v  # an unknown name is refused by _method, as an unknown packing
+            return v  # an unknown name is refused by _method: "unknown synthesis method", with the closest name
         produces = get_synthesis(v).produces
         if produces is None:
             raise ValueError(f"synthesis method {v!r} declares no `produces`, so no trainer trains on its data; declare it "
