@@ -119,6 +119,17 @@ class Corpus:
             ident["excluded"] = hashlib.sha256("\n".join(sorted(self.excluded)).encode()).hexdigest()[:16]
         return ident
 
+    @cached_property
+    def content_identity(self) -> dict[str, Any]:
+        """What the corpus holds wherever it lies (a synthesis's input identity): the format, the reader settings but
+        the path, and each file's name under the root with its content digest; moving or copying it keeps it."""
+        from ctxbench.trainers.data.synthesis import files_identity
+
+        ident = {k: v for k, v in self.identity.items() if k not in ("path", "files", "files_hash", "settings")}
+        ident["settings"] = self.config.model_dump(exclude={"max_doc_tokens", "path"}, exclude_defaults=True)
+        ident["files"] = files_identity(self.files(), self.root)
+        return ident
+
     def documents(self, *, exclude: bool = True) -> Iterator[Document]:
         """Every document, streamed; those in exclude_ids are skipped unless exclude=False."""
         skip = self.excluded if exclude else frozenset()

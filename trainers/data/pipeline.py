@@ -82,10 +82,11 @@ def _cleanup(out: Path, n: int) -> None:
 
 
 def pack_identity(config: SynthesisConfig, **_: Any) -> Identity:
-    """What the packing depends on, not where it is written: the config with validated method_args, and the corpora."""
-    from ctxbench.trainers.data.corpus import corpus_identity
+    """What the packing depends on, not where it is written: the config with validated method_args, and what the
+    corpora hold (their content, not their place: a packed directory copied or moved with its corpus is still finished)."""
+    from ctxbench.trainers.data.corpus import open_corpus
 
-    corpora = [corpus_identity(c) for c in (config.corpus, config.mix_corpus) if c is not None]
+    corpora = [open_corpus(c).content_identity for c in (config.corpus, config.mix_corpus) if c is not None]
     return identity(_config_dump(config), corpora)
 
 
