@@ -5,9 +5,7 @@ row retried on rerun, never a 0. No network."""
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ import pytest
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.judge import JudgeBudget, JudgeCost, check_budget, parse_budget
 from ctxbench.tasks.judge import parsed_answer, qa_verdict
+from tests.json_server import json_server
 
 JUDGE = f"judge-4o-{uuid.uuid4().hex[:8]}"  # the verdict cache is per judge model: a fresh name starts it empty
 
@@ -26,34 +25,14 @@ class FakeJudge:
         self.calls = 0
         self.verdict = 'Reasoning: fine. {"fluency": 1, "correctness": 3}'
         self.reply = None  # prompt -> the judge's output, where it depends on the prompt
-        outer = self
+        self.server, self.url = json_server(lambda: {"data": [{"id": JUDGE}]}, self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _send(self, body):
-                data = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                self._send({"data": [{"id": JUDGE}]})
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.calls += 1
-                prompt = body["messages"][-1]["content"]
-                text = outer.reply(prompt) if outer.reply else outer.verdict
-                self._send({"model": JUDGE, "choices": [{"message": {"content": text}}],
-                            "usage": {"prompt_tokens": 700, "completion_tokens": 20}})
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+    def _answer(self, body: dict) -> dict:
+        self.calls += 1
+        prompt = body["messages"][-1]["content"]
+        text = self.reply(prompt) if self.reply else self.verdict
+        return {"model": JUDGE, "choices": [{"message": {"content": text}}],
+                "usage": {"prompt_tokens": 700, "completion_tokens": 20}}
 
     def close(self):
         self.server.shutdown()

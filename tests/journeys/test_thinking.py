@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from tests.journeys.conftest import rows as sample_lines
+from tests.json_server import json_server
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -32,33 +32,8 @@ class ReasoningServer:
         self.choices: dict[str, tuple[str, bool, str]] = {}  # key -> (format, right final answer, value)
         self.bodies: list[dict] = []
         self.lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def _send(self, obj):
-                data = json.dumps(obj).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                self._send({"object": "list", "data": [{"id": "smollm2-135m", "max_model_len": server.context}]})
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                self._send(server.answer(body))
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.http.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/v1"
-        threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.http, self.url = json_server(
+            lambda: {"object": "list", "data": [{"id": "smollm2-135m", "max_model_len": self.context}]}, self.answer)
 
     def answer(self, body: dict) -> dict:
         text = body["messages"][-1]["content"] if "messages" in body else body["prompt"]
