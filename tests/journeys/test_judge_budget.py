@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.test_judge import FakeJudge, suite_yaml
 
 
+@pytest.mark.slow  # ~17 s; tests/test_judge.py runs the same refusal, resume and cache in process (default tier)
 def test_judge_budget_then_no_repeated_call(user):
     judge = FakeJudge()
     try:

@@ -12,6 +12,8 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
+
 from .conftest import User, rows, stop, wait_for
 from .test_board import main_rows
 
@@ -64,6 +66,7 @@ def test_until_stops_settled_lengths_the_board_marks_them_and_a_plain_rerun_exte
     assert row["1K"].endswith(f"n={2 * N}") and "‡" not in row["1K"] + row["512"], row
 
 
+@pytest.mark.slow  # ~12 s; the rounds' recomputation from stored rows is tests/test_adaptive.py's, Ctrl-C's resume test_signals'
 def test_ctrl_c_then_rerun_resumes_the_rounds(user: User, data_dir):
     command = f"{SCORE} --until effective-length"
     proc = user.start(f"{command} --backend-arg delay=0.05")
