@@ -4,6 +4,8 @@ import csv
 import subprocess
 import sys
 
+import pytest
+
 SUITE = """name: cmp
 lengths: [512, 1024]
 samples: 3
@@ -18,6 +20,7 @@ def _cli(*args, cwd):
     return subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # ~14 s; the paired statistics are tests/leaderboard's
 def test_board_with_comparison_and_import(tmp_path, repo_root, data_dir):
     suite = tmp_path / "s.yaml"
     suite.write_text(SUITE)

@@ -50,6 +50,7 @@ def test_replacing_the_essays_under_the_same_path_gives_new_samples(tmp_path, da
     assert len(list((private_cache / "datasets").glob("*.jsonl"))) == 2
 
 
+@pytest.mark.slow  # ~20 s (rebuilds a haystack)
 def test_a_torn_haystack_cache_is_rebuilt_with_a_warning(data_dir, smol_tokenizer, private_cache):
     task = build_task(TaskSpec(task="ruler/niah_single_2"))
     (a,) = datasets.generate(task, length=512, indices=[0], seed=1, ctx=ctx_for(smol_tokenizer, data_dir), use_cache=False)

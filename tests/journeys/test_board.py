@@ -45,6 +45,7 @@ def has_number(text: str) -> bool:
     return any(ch.isdigit() for ch in text)
 
 
+@pytest.mark.slow  # ~11 s; tests/test_run_integrity.py's Ctrl-C journey checks the board marks the run incomplete
 def test_interrupted_run_gives_no_headline_from_incomplete_cells(user: User, data_dir):
     """Item 2: a board built while a run stands part-done marks the cells and takes no headline from them."""
     proc = user.start("ctxbench score --backend echo --suite ruler-quick --tasks ruler/niah_single_1 --lengths 512,1024 "
@@ -108,6 +109,7 @@ def test_board_refusals_leave_no_out_dir(user: User, data_dir):
         assert not (user.cwd / "b2").exists(), bad
 
 
+@pytest.mark.slow  # ~16 s
 def test_rebuild_drops_stale_summaries_and_prints_the_out_paths(user: User, data_dir):
     """Items 23 and 16: a rebuild into the same --out leaves no summary/<model>/ of a model no longer on the board;
     the command names its files under --out and says how to open the board."""

@@ -13,6 +13,8 @@ import shutil
 import signal
 from pathlib import Path
 
+import pytest
+
 from .conftest import rows, stop, wait_for
 
 SUITE = """name: j
@@ -28,6 +30,7 @@ def _ids(run_dir: Path) -> collections.Counter:
     return collections.Counter(json.loads(line)["id"] for line in rows(run_dir))
 
 
+@pytest.mark.slow  # ~15 s; an execution change on resume stays in the default tier (the schema-2 journey)
 def test_resume_with_another_batch_size_continues_the_same_run(user):
     (user.cwd / "s.yaml").write_text(SUITE)
     command = "ctxbench score --backend echo --backend-arg delay=1 --batch-size 1 --suite s.yaml"

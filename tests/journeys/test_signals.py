@@ -32,6 +32,7 @@ def _run_dir(user: User) -> Path | None:
     return found[0].parent if found else None
 
 
+@pytest.mark.slow  # ~27 s; the one signal handler is exercised in the default tier by test_sigterm_stops_a_training_with_one_line and tests/test_run_integrity.py's Ctrl-C
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143),
                                            # Ctrl-C's 130 and its line are also in tests/test_run_integrity.py
                                            pytest.param(signal.SIGINT, 130, marks=pytest.mark.slow)])

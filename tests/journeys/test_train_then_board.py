@@ -9,9 +9,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from .conftest import User
 
 
+@pytest.mark.slow  # ~9 s
 def test_a_training_in_the_store_is_not_a_scored_run(user: User, tiny_checkpoint: Path, data_dir):
     training = tiny_checkpoint.parent  # runs/train-cpt-tiny-.../ : record.json, losses.jsonl, model/
     shutil.copytree(training, user.cwd / "runs" / training.name)

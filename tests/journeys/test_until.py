@@ -87,6 +87,7 @@ def test_ctrl_c_then_rerun_resumes_the_rounds(user: User, data_dir):
     assert len(after) == 2 * sum(state["lengths"][k]["rounds"] for k in ("512", "1024"))
 
 
+@pytest.mark.slow  # ~18 s; the --vs decision is tests/leaderboard/test_sequential.py's
 def test_vs_stops_once_the_sign_is_settled(user: User, data_dir):
     base = "ctxbench score --backend echo --tasks ruler/niah_single_1 --lengths 512 --samples 60"
     assert user.run(f"{base} --label a --backend-arg accuracy=1.0").code == 0

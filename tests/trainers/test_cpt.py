@@ -73,6 +73,7 @@ def test_loss_falls_and_the_checkpoint_loads_and_scores(tmp_path, packed, data_d
     assert again.skipped and again.steps == 8
 
 
+@pytest.mark.slow  # ~12 s; resume after interruption stays in the default tier: test_logo_trainer, journeys/test_signals (training)
 def test_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, packed, repo_root):
     from transformers import TrainerCallback
 

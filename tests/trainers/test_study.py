@@ -126,6 +126,7 @@ def weights(root: Path) -> dict[Path, bytes]:
     return {p: hashlib.sha256(p.read_bytes()).digest() for p in root.rglob("model.safetensors")}
 
 
+@pytest.mark.slow  # ~19 s; studies end to end stay in the default tier: test_study_methods, journeys/test_study_synthesis_methods
 def test_tiny_study_end_to_end_then_resumes_without_work(tmp_path, data_dir):
     from rich.console import Console
 
