@@ -57,6 +57,9 @@ def split_template(template: str, **fields: Any) -> tuple[str, str]:
 def read_records(path: Path) -> list[dict[str, Any]]:
     """Records of a .jsonl file (one JSON object a line) or a .json file (a list, or {"data": [...]}).
 
+    Lines end at "\n" only, as JSON Lines defines them (not str.splitlines(), which also breaks at U+2028, U+0085
+    and other characters a JSON string may hold raw); a "\r" before it is JSON whitespace.
+
     Plain json keeps the official value types (InfiniteBench math_find labels are ints or floats).
     """
     try:
@@ -73,7 +76,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
             raise ConfigError(f"data_file: {path} must hold a JSON list of records")
         return data
     rows = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(text.split("\n"), 1):  # JSON Lines ends a line at "\n" only: U+2028 is data
         if not line.strip():
             continue
         try:
