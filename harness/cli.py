@@ -242,6 +242,7 @@ def generate(
     from ctxbench.harness.core.fitting import resolve_mode
     from ctxbench.harness.core.models import load_tokenizer
     from ctxbench.harness.core.prompting import PromptRenderer
+    from ctxbench.harness.plan_bounds import check_generate
 
     tokens = (_ints(length, "--length") or [0])[0]
     if tokens < 64 or samples < 1:
@@ -251,6 +252,7 @@ def generate(
     if fmt not in ("ctxbench", "ruler"):
         raise ConfigError("--format: use ctxbench or ruler")
     check_template_name(template, field="--template")
+    check_generate(samples, tokens)  # arithmetic, before a prompt is built
     if out_file.is_dir():
         raise ConfigError(f"--out: {out_file} is a directory; give a .jsonl file path")
     writable_dir(out_file.parent, "--out")

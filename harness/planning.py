@@ -32,6 +32,7 @@ from ctxbench.harness.core.redact import redact_all, url_secrets
 from ctxbench.harness.core.store import RunStore, check_identity
 from ctxbench.harness.core.types import EXECUTION_ARGS, Generation, repeat_id
 from ctxbench.harness.judge import JudgeBudget, JudgeCost, check_budget, judge_cost
+from ctxbench.harness.plan_bounds import check_counts
 from ctxbench.harness.plan_size import Estimate, check_size, estimate
 from ctxbench.tasks.base import Task
 
@@ -143,6 +144,7 @@ def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None, judge_bu
     """Every check of the plan, in order of cost; nothing is written (not even the sample cache). A run with paid
     judge calls needs a `judge_budget` that covers them (--judge-budget)."""
     suite = plan.suite
+    check_counts(suite, repeats=plan.generation.repeats, store_dir=plan.out_dir)  # arithmetic: before anything grows
     check_size(suite, batch_size=int(plan.backend_args.get("batch_size") or 1))
     model = backend if backend is not None else open_model(plan, suite.truncation)
     gen = plan.generation
