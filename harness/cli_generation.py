@@ -3,6 +3,7 @@ one checked `Generation`, refused in one line before anything is written."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 from ctxbench.harness.cli_common import _kv
@@ -38,26 +39,68 @@ def generation(*, thinking: str, max_thinking_tokens: Optional[int], system_prom
                       gen_kwargs=sampling, repeats=repeats)
 
 
+SEED_MAX = 2**32 - 1  # numpy's and vLLM's seed range; torch's is wider
+
+
 def sampling_kwargs(spec: Optional[str]) -> tuple[tuple[str, Any], ...]:
     """lm-eval's `--gen_kwargs K=V,...` as sorted (key, value) pairs; () is greedy (temperature 0, or do_sample=false
-    without a temperature). Keys: temperature, top_p, top_k, seed, do_sample."""
+    without a temperature). Keys: temperature, top_p, top_k, seed, do_sample.
+
+    Every value is checked here, never by the engine (a NaN temperature or a 1e23 seed was a traceback on hf): numbers
+    finite, top_k and seed integers, do_sample a boolean. A sampling-only key (top_p, top_k, seed) without sampling is
+    refused, not silently greedy: sampling is asked for with temperature > 0 or do_sample=true."""
     given = _kv([x for x in (spec or "").split(",") if x.strip()], "--gen-kwargs")
     valid = (*SAMPLING_KEYS, "do_sample")
     for key in given:
         if key not in valid:
             raise ConfigError(f"--gen-kwargs: {key}: unknown; valid keys: {', '.join(valid)} (each task sets its own "
                               "max new tokens: the suite's max_new_tokens or the task arg tokens_to_generate)")
-    sample = str(given.pop("do_sample", "")).lower()
-    if sample == "true" and "temperature" not in given:
+    sample = _boolean(given.pop("do_sample")) if "do_sample" in given else None
+    if sample and "temperature" not in given:
         given["temperature"] = 1.0
-    try:
-        out = {"temperature": float(given.get("temperature", 0)), "top_p": float(given.get("top_p", 1)),
-               "top_k": int(given.get("top_k", 0)), **({"seed": int(given["seed"])} if "seed" in given else {})}
-    except (TypeError, ValueError):
-        raise ConfigError("--gen-kwargs: temperature and top_p are numbers, top_k and seed integers") from None
-    if out["temperature"] < 0 or not 0 < out["top_p"] <= 1 or out["top_k"] < 0:
-        raise ConfigError("--gen-kwargs: need temperature >= 0, 0 < top_p <= 1 and top_k >= 0")
-    if out["temperature"] == 0 or sample == "false":
+    out = {"temperature": _number(given, "temperature", 0.0), "top_p": _number(given, "top_p", 1.0),
+           "top_k": _integer(given, "top_k", 0, 2**31 - 1), **({"seed": _integer(given, "seed", 0, SEED_MAX)}
+                                                               if "seed" in given else {})}
+    if out["temperature"] < 0 or not 0 < out["top_p"] <= 1:
+        raise ConfigError("--gen-kwargs: need temperature >= 0 and 0 < top_p <= 1")
+    greedy = out["temperature"] == 0 or sample is False
+    if greedy and sample and out["temperature"] == 0:
+        raise ConfigError("--gen-kwargs: do_sample=true with temperature=0 asks for both; give temperature > 0 to sample, "
+                          "or drop do_sample")
+    if greedy:
+        asks = [f"{k}={given[k]}" for k in ("top_p", "top_k", "seed") if k in given and out[k] != {"top_p": 1.0, "top_k": 0}.get(k)]
+        if asks:
+            raise ConfigError(f"--gen-kwargs: {', '.join(asks)}: used only when sampling, and without temperature > 0 this "
+                              "decodes greedily; add temperature=0.7 (any value > 0) to sample, or drop them")
         return ()  # greedy: the other settings do not apply
     kept = {k: v for k, v in out.items() if k in given or k == "temperature"}
     return tuple(sorted(kept.items()))
+
+
+def _boolean(value: Any) -> bool:
+    text = str(value).strip().lower()
+    if text not in ("true", "false", "1", "0"):
+        raise ConfigError(f"--gen-kwargs: do_sample={value}: not a boolean; use do_sample=true or do_sample=false")
+    return text in ("true", "1")
+
+
+def _number(given: dict, key: str, default: float) -> float:
+    """A finite number (NaN and inf both stored as null would give two run ids to one protocol)."""
+    raw = given.get(key, default)
+    try:
+        value = float(raw) if not isinstance(raw, bool) else math.nan
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value):
+        raise ConfigError(f"--gen-kwargs: {key}={raw}: not a finite number; give e.g. {key}="
+                          f"{'0.7' if key == 'temperature' else '0.9'}")
+    return value
+
+
+def _integer(given: dict, key: str, default: int, most: int) -> int:
+    raw = given.get(key, default)
+    if isinstance(raw, str) and raw.strip().lstrip("-").isdigit():
+        raw = int(raw)
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= most:
+        raise ConfigError(f"--gen-kwargs: {key}={raw}: need an integer from 0 to {most}")
+    return raw

@@ -140,7 +140,14 @@ def cases(f: dict[str, str]) -> dict[str, tuple[list[str], str]]:
         "template_unknown": ([*score, "--template", "chatt"], "use auto, chat or one of plain"),
         "num_fewshot_on_zero_shot_tasks": ([*score, "--tasks", "ruler/niah*", "--num_fewshot", "5"], "takes few-shot"),
         "gen_kwargs_unknown_key": ([*score, "--gen_kwargs", "max_gen_toks=5"], "--gen-kwargs: max_gen_toks: unknown"),
-        "gen_kwargs_bad_value": ([*score, "--gen-kwargs", "temperature=hot"], "temperature and top_p are numbers"),
+        "gen_kwargs_bad_value": ([*score, "--gen-kwargs", "temperature=hot"], "temperature=hot: not a finite number"),
+        # --gen-kwargs gaps (issue 32): non-finite numbers, seeds out of range, non-booleans, sampling keys when greedy
+        "gen_kwargs_nan": ([*score, "--gen-kwargs", "temperature=nan"], "temperature=nan: not a finite number"),
+        "gen_kwargs_inf": ([*score, "--gen-kwargs", "temperature=0.7,top_p=inf"], "top_p=inf: not a finite number"),
+        "gen_kwargs_huge_seed": ([*score, "--gen-kwargs", "temperature=0.7,seed=1e23"], "seed=1e+23: need an integer"),
+        "gen_kwargs_do_sample_maybe": ([*score, "--gen-kwargs", "do_sample=maybe"], "do_sample=maybe: not a boolean"),
+        "gen_kwargs_top_k_alone": ([*score, "--gen-kwargs", "top_k=40"], "top_k=40: used only when sampling"),
+        "gen_kwargs_seed_alone": ([*score, "--gen-kwargs", "seed=1"], "seed=1: used only when sampling"),
         "repeats_greedy": ([*score, "--repeats", "3"], "--repeats 3: greedy decoding gives the same answer"),
         "max_new_tokens_twice": ([*score, "--suite", suite(tmp, "mnt.yaml", GOOD.replace(
             "[ruler/niah_single_1]", "[{task: ruler/niah_single_1, max_new_tokens: 9, args: {tokens_to_generate: 9}}]"))],
