@@ -27,8 +27,9 @@ import pandas as pd
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_write
+from ctxbench.harness.core.redact import printable
 from ctxbench.harness.core.store import TRAINING, RunStore, error_reason, list_runs, run_dirs
-from ctxbench.harness.core.types import sample_of
+from ctxbench.harness.core.types import board_name, run_fingerprint, sample_of
 
 REPORTED_DIR = "_reported"
 SCORE_COLUMNS = ["model", "run_id", "task", "category", "length", "depth", "index", "seed", "score", "position", "source",
@@ -50,11 +51,12 @@ class StoreFrames:
 
 
 def fingerprint(rec: dict[str, Any]) -> str:
-    return str(rec.get("model_fingerprint") or f"name:{rec.get('model', '?')}")
+    """The weights a run's rows are filed under; a model-free backend's (echo) names the backend, also in old records."""
+    return run_fingerprint(str(rec.get("backend") or ""), str(rec.get("model_fingerprint") or f"name:{rec.get('model', '?')}"))
 
 
 def short_fingerprint(fp: str) -> str:
-    return fp.split(":", 1)[-1][:8]
+    return fp.rsplit(":", 1)[-1][:8]  # the hash of `gguf:<hash>`, `echo:gguf:<hash>`
 
 
 def select_runs(root: Path, run_ids: list[str] | None = None) -> list[RunStore]:
@@ -184,11 +186,11 @@ def loss_tasks(rec: dict[str, Any], latest: dict[str, dict]) -> set[str]:
 
 
 def _label(rec: dict[str, Any]) -> str:
-    """The model's name on the board: its label, and the run's protocol where it is not the default, so a thinking
-    run and a non-thinking run of one model are two rows, never merged."""
-    name = str(rec.get("label") or rec.get("model") or rec["run_id"])
+    """The model's name on the board: its label (`echo(label)` for a backend with no model output), and the run's
+    protocol where it is not the default, so a thinking run and a non-thinking run of one model are two rows."""
+    name = board_name(str(rec.get("label") or ""), str(rec.get("backend") or ""), str(rec.get("model") or "")) or rec["run_id"]
     protocol = protocol_text(rec.get("generation") or {})
-    return f"{name} [{protocol}]" if protocol else name
+    return printable(f"{name} [{protocol}]" if protocol else name)  # escape codes in a label stay visible text
 
 
 def protocol_text(generation: dict[str, Any]) -> str:
@@ -313,7 +315,10 @@ def reported_frame(root: Path) -> pd.DataFrame:
     from ctxbench.leaderboard import import_reported_csv
 
     files = sorted((Path(root) / REPORTED_DIR).glob("*.csv"))
-    return pd.concat([import_reported_csv(f) for f in files], ignore_index=True) if files else pd.DataFrame()
+    frame = pd.concat([import_reported_csv(f) for f in files], ignore_index=True) if files else pd.DataFrame()
+    if not frame.empty:
+        frame["model"] = frame["model"].map(printable)  # a published name cannot carry escape codes onto the board
+    return frame
 
 
 def import_reported(root: Path, csv: Path) -> tuple[int, Path | None]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 
-from ctxbench.harness.core.types import Prediction, Request
+from ctxbench.harness.core.types import Prediction, Request, run_fingerprint
 
 
 class EchoBackend:
@@ -21,6 +21,18 @@ class EchoBackend:
         self.context_length = int(context_length)
         self.batch_size = int(batch_size)
         self.accuracy = accuracy
+
+    def fingerprint(self) -> str:
+        """`echo:<the tokenizer model's fingerprint>`: the answers come from the prompt, never from the model's weights,
+        so the run is never filed under the model whose tokenizer it borrows (types.MODEL_FREE_BACKENDS)."""
+        from ctxbench.harness.core.errors import ConfigError
+        from ctxbench.harness.core.models import weights_fingerprint
+
+        try:
+            weights = weights_fingerprint(self.model)
+        except (ConfigError, OSError):
+            weights = "name:" + self.model
+        return run_fingerprint(self.name, weights)
 
     def info(self) -> dict:
         return {"model": self.model, "delay": self.delay, "batch_size": self.batch_size}

@@ -24,7 +24,7 @@ from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import ReadStats, append_jsonl, atomic_write_json, cut_torn_tail, read_jsonl
 from ctxbench.harness.core.locks import single_writer
 from ctxbench.harness.core.rows import Row
-from ctxbench.harness.core.types import SCHEMA_VERSION, RunRecord
+from ctxbench.harness.core.types import SCHEMA_VERSION, RunRecord, run_fingerprint
 
 # Record fields that identify what produced the rows; a resume must match them (sessions, plan may grow).
 # Execution settings (threads, batch size, device, ...) are not among them: each session records its own.
@@ -141,7 +141,8 @@ def check_identity(store: RunStore, new: dict[str, Any]) -> None:
     for key in IDENTITY:
         if key not in old or key not in new or old[key] in ("", None):
             continue
-        if not (_covers(old[key], new[key]) if key == "suite_config" else old[key] == new[key]):
+        was = run_fingerprint(str(old.get("backend") or ""), old[key]) if key == "model_fingerprint" else old[key]  # echo
+        if not (_covers(was, new[key]) if key == "suite_config" else was == new[key]):
             raise ConfigError(
                 f"{store.dir.name}: its rows were scored with a different {key.replace('_', ' ')} "
                 f"({_short(old[key])} there, {_short(new[key])} now); pass --fresh to start over, "

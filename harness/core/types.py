@@ -23,6 +23,34 @@ EXECUTION_ARGS = frozenset({
 })
 
 
+# Backends that produce no model output (echo answers with the end of its prompt): a run of one never shares a model's
+# identity, label or board row, whatever model named its tokenizer (its fingerprint and its board name say the backend).
+MODEL_FREE_BACKENDS = frozenset({"echo"})
+
+
+def model_free(backend: str) -> bool:
+    return str(backend or "").split(":", 1)[0] in MODEL_FREE_BACKENDS
+
+
+def run_fingerprint(backend: str, fingerprint: str) -> str:
+    """The fingerprint a run is filed under: a model-free backend's names that backend (`echo:...`), so its rows never
+    merge with the model's; a record an older ctxbench wrote (echo under the real weights' hash) is read the same way."""
+    name = str(backend or "").split(":", 1)[0]
+    if not model_free(name) or fingerprint.startswith(f"{name}:"):
+        return fingerprint
+    return f"{name}:{fingerprint}"
+
+
+def board_name(label: str, backend: str, model: str = "") -> str:
+    """A run's name on the board: `echo(smollm2-135m)` for a model-free backend under the model's own name (the default
+    label), so it is never read as the model; a label the user chose stays (its fingerprint still keeps it apart)."""
+    head = str(backend or "").split(":", 1)[0]
+    name = label or model
+    if not model_free(head) or (label and model and label != model) or name.startswith(f"{head}("):
+        return name
+    return f"{head}({name})"
+
+
 THINKING_MODES = ("off", "on", "auto")
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "seed")
 
@@ -169,6 +197,7 @@ class Prediction:
     timing: str = ""
     reasoning: str | None = None  # reasoning the server returned apart (an API's reasoning_content), else None
     reasoning_tokens: int | None = None  # the backend's own count of generated reasoning tokens, where it knows it
+    over_budget: int = 0  # characters a server sent when it ignored max_tokens; the text was cut to the budget (0: none)
 
 
 @dataclass(frozen=True)

@@ -203,3 +203,44 @@ def test_depth_grid_rows_carry_a_cluster_and_the_board_interval_is_clustered(use
     r = user.run("ctxbench board build")
     assert r.code == 0, r.err
     assert "Korn-Graubard, 2 clusters" in (user.cwd / "board/results.json").read_text()
+
+
+def _real_model_run(runs: Path, scores: list[float]) -> None:
+    """A stored smollm2-135m run of the hf backend (what `ctxbench score --model smollm2-135m` leaves), written
+    directly: scoring the real model on CPU is not the point here."""
+    import dataclasses
+
+    from ctxbench.harness.core.models import weights_fingerprint
+    from ctxbench.harness.core.store import RunStore
+    from ctxbench.harness.core.types import RunRecord
+
+    store = RunStore(runs, "smollm2-135m-adhoc-real0000")
+    rec = RunRecord(run_id=store.dir.name, created="2026-01-01T00:00:00+00:00", suite="adhoc", suite_config={},
+                    model="smollm2-135m", backend="hf", backend_args={"dtype": "float32"}, tokenizer="smollm2-135m",
+                    tokenizer_fingerprint="tok", template="chat", seed=42, truncation="refuse", versions={}, command=[],
+                    label="smollm2-135m", model_fingerprint=weights_fingerprint("smollm2-135m"),
+                    plan={"ruler/niah_single_1": {"512": len(scores)}})
+    store.dir.mkdir(parents=True)
+    store.record_path.write_text(json.dumps(dataclasses.asdict(rec)))
+    store.append([{"id": f"ruler/niah_single_1@512#{i}", "task": "ruler/niah_single_1", "length": 512, "index": i,
+                   "score": s, "prompt_hash": f"h{i}", "prediction": "x", "answers": ["x"]} for i, s in enumerate(scores)])
+
+
+@pytest.mark.slow  # ~40 s: one echo run and two board builds; test_echo_identity.py checks the same in process
+def test_an_echo_run_of_a_model_gets_its_own_row_and_leaves_the_models_row_unchanged(user: User, data_dir):
+    """Issue 31 seam: the README's model, then the echo examples with --model smollm2-135m, then `board build`."""
+    _real_model_run(user.cwd / "runs", [1.0, 1.0, 0.0, 1.0])
+    assert user.run("ctxbench board build").code == 0
+    before = main_rows(user.cwd / "board")["smollm2-135m"]
+    r = user.run("ctxbench score --backend echo --model smollm2-135m --tasks ruler/niah_single_1,kv/retrieval "
+                 "--lengths 512 --samples 2")
+    assert r.code == 0, r.err
+    echo = [json.loads(p.read_text()) for p in (user.cwd / "runs").glob("*/record.json")]
+    echo = next(x for x in echo if x["backend"] == "echo")
+    assert echo["model_fingerprint"].startswith("echo:"), echo["model_fingerprint"]
+    b = user.run("ctxbench board build")
+    assert b.code == 0, b.err
+    after = main_rows(user.cwd / "board")
+    assert after["smollm2-135m"] == before  # same score, same tasks: nothing merged into the model's row
+    assert "echo(smollm2-135m)" in after
+    assert "more than one run" not in b.err
