@@ -368,6 +368,7 @@ def _row(task, s: Sample, p: Prediction, gen: Generation = Generation(), tokeniz
             "decode_seconds": None if p.decode_seconds is None else round(p.decode_seconds, 4),
             **thinking,  # reasoning, reasoning_tokens, reasoning_format, answer_tokens, failure (docs/thinking.md)
             **({"repeat": repeat} if gen.repeats > 1 else {}),  # which generation of the sample (--repeats)
+            **({"over_budget": p.over_budget} if p.over_budget else {}),  # a server ignored max_tokens: cut to it
             **judged,  # an LLM judge's model, version and verdict (tasks/judge.py)
         })
 

@@ -258,10 +258,12 @@ ROW_MEANING = {
     "answer_tokens": "only thinking runs: tokens of the answer after the reasoning",
     "failure": "only thinking runs: `thinking_unfinished` when the reasoning never closed (scored 0)",
     "repeat": "only with --repeats: which generation of the sample",
+    "over_budget": "only when a server ignored max_tokens: the characters it sent; the prediction was cut to the budget",
     "judge": "only judge tasks: the judge's model, version and verdict (docs/benchmarks/judge.md)",
 }
 # keys the generation loop adds only in some runs (spread into `extra=` from thinking, repeats and judge tasks)
-OPTIONAL_ROW_KEYS = ("reasoning", "reasoning_tokens", "reasoning_format", "answer_tokens", "failure", "repeat", "judge")
+OPTIONAL_ROW_KEYS = ("reasoning", "reasoning_tokens", "reasoning_format", "answer_tokens", "failure", "repeat", "judge",
+                     "over_budget")
 
 MANIFEST_MEANING = {
     "trainer": "the registered trainer (cpt, hqa_sft, logo, ...)", "run_id": "the training's run id in the store",

@@ -3,6 +3,10 @@
 Split from openai_compat.py so that the request building stays readable there. `RetryingHTTP` is a mixin: the
 backend sets the attributes it reads (base_url, max_retries, backoff, backoff_max, rpm, timeout, _secrets, and on
 its loop _client, _sem, _rl_lock; _clock and _sleep, which tests replace with fake ones).
+
+The server is not trusted: `timeout` is a deadline for each whole answer (connect, headers and every byte of the
+body), not for each read, so a server that trickles bytes or never stops fails the attempt; a body over
+MAX_REPLY_BYTES is refused unread; a reply of another shape than the schema (openai_replies.py) is retried.
 """
 
 from __future__ import annotations
@@ -10,13 +14,19 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from ctxbench.harness.backends.openai_replies import MalformedReply
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.redact import redact
+
+MAX_REPLY_BYTES = 64 * 2 ** 20  # a reply body larger than this is refused unread: no answer within a budget is so long
+# headers that describe the body as sent, not as read back (httpx has decoded it already)
+DECODED_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
 class Transient(Exception):
@@ -116,20 +126,13 @@ class RetryingHTTP:
 
     async def _exchange(self, method: str, url: str, body: dict | None, probe: bool, retry_status: bool, parse,
                         timing: list[float] | None = None) -> Any:
-        import httpx
-
         if not probe:
             await self._throttle()
-        try:
-            async with self._sem:
-                t0 = time.perf_counter()
-                resp = await self._client.request(method, url, json=body)
-                if timing is not None:
-                    timing.append(time.perf_counter() - t0)
-        except httpx.TimeoutException:
-            raise Transient(f"timed out after {self.timeout:g}s") from None
-        except httpx.TransportError as e:
-            raise Transient(f"connection error ({type(e).__name__}: {self._clean(e)})") from None
+        async with self._sem:
+            t0 = time.perf_counter()
+            resp = await self._whole_answer(method, url, body)
+            if timing is not None:
+                timing.append(time.perf_counter() - t0)
         status = resp.status_code
         if retry_status and (status == 429 or status >= 500):
             raise Transient(f"HTTP {status}: {self._clean(resp.text)}", retry_after_seconds(resp))
@@ -152,14 +155,49 @@ class RetryingHTTP:
             return data
         try:
             return parse(data)
-        except (KeyError, IndexError, TypeError, ValueError) as e:  # a well-formed object without a completion
+        except MalformedReply as e:  # well-formed JSON of another shape than ctxbench reads (schema: openai_replies.py)
+            raise Transient(self._clean(e)) from None
+        except (KeyError, IndexError, TypeError, ValueError) as e:  # a parse of its own (tests, plugins)
             raise Transient(f"malformed completion response: {type(e).__name__}: {self._clean(e)}") from None
+
+    async def _whole_answer(self, method: str, url: str, body: dict | None) -> Any:
+        """The whole answer (connect, headers and every byte of the body) within one deadline of `timeout` seconds,
+        and at most MAX_REPLY_BYTES of it: a server that trickles bytes, or never stops, fails the attempt."""
+        import httpx
+
+        try:
+            if sys.version_info < (3, 11):
+                return await asyncio.wait_for(self._read_capped(method, url, body), self.timeout)
+            async with asyncio.timeout(self.timeout):  # in this task: sent as soon as the rate limiter allows
+                return await self._read_capped(method, url, body)
+        except asyncio.TimeoutError:
+            raise Transient(f"timed out after {self.timeout:g}s (the deadline for a whole answer)") from None
+        except httpx.TimeoutException:
+            raise Transient(f"timed out after {self.timeout:g}s") from None
+        except httpx.TransportError as e:
+            raise Transient(f"connection error ({type(e).__name__}: {self._clean(e)})") from None
+
+    async def _read_capped(self, method: str, url: str, body: dict | None) -> Any:
+        import httpx
+
+        async with self._client.stream(method, url, json=body) as resp:
+            announced = resp.headers.get("content-length", "")
+            if announced.isdigit() and int(announced) > MAX_REPLY_BYTES:
+                raise Permanent(oversized(int(announced)))
+            chunks, size = [], 0
+            async for chunk in resp.aiter_bytes():
+                size += len(chunk)
+                if size > MAX_REPLY_BYTES:
+                    raise Permanent(oversized(size))
+                chunks.append(chunk)
+        headers = [(k, v) for k, v in resp.headers.items() if k.lower() not in DECODED_HEADERS]
+        return httpx.Response(resp.status_code, headers=headers, content=b"".join(chunks), request=resp.request)
 
     async def _probe(self, method: str, url: str, body: dict | None = None, *, retry_status: bool = True) -> tuple[int, Any]:
         """A start-up call: (status, JSON or None); ConfigError (one line) when the server cannot be reached."""
         try:
             return await self._request(method, url, body, probe=True, retry_status=retry_status)
-        except Transient as e:
+        except (Transient, Permanent) as e:
             raise ConfigError(f"backend_args.base_url: no usable answer from {self._clean(url)} after {self.max_retries + 1} "
                               f"tries ({self._clean(e)}); is the server running?") from None
 
@@ -178,6 +216,10 @@ class RetryingHTTP:
                     timing: list[float] | None = None) -> Any:
         """POST with the retry policy; parse(JSON object) or the object. Raises Permanent (4xx) or Transient (retries used up)."""
         return await self._request("POST", url, body, parse=parse, timing=timing)
+
+
+def oversized(size: int) -> str:
+    return f"reply of {size} bytes or more, over the limit of {MAX_REPLY_BYTES // 2 ** 20} MiB (a server ignoring max_tokens?)"
 
 
 def retry_after_seconds(resp) -> float | None:

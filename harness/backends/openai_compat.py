@@ -22,6 +22,11 @@ retried with exponential backoff and jitter (`max_retries`, `backoff`, `backoff_
 Retry-After); a 4xx other than 429 is that sample's error. A sample that still fails is returned as
 Prediction(error=...): the runner records it and a rerun fills it in.
 
+The server is untrusted: every reply is validated against a schema of the fields read (openai_replies.py; a wrong
+shape or a non-finite count is retried, then that sample's error), `timeout` bounds each whole answer (connect and
+every read), a body over 64 MiB is that sample's error, and an answer longer than the request's budget (a server
+ignoring max_tokens) is cut to it and flagged (Prediction.over_budget, the row's `over_budget`).
+
 Lengths are checked before sending, with the local tokenizer (`count_tokens=local`) or the server's
 /tokenize endpoint (`count_tokens=server`, vLLM): an over-long prompt is refused or cut in the middle
 by the suite's truncation policy, never sent to be cut or rejected silently by the server.
@@ -42,7 +47,8 @@ from typing import Any
 
 from ctxbench.harness.backends.args import OpenAIArgs
 from ctxbench.harness.backends.http_transport import LoopThread, Permanent, RetryingHTTP, Transient, shutdown
-from ctxbench.harness.backends.openai_prompts import CONTINUE_FIELDS, USER_JOIN, PreparedRequest, PromptBuilding, parse_completion  # noqa: F401
+from ctxbench.harness.backends.openai_prompts import CONTINUE_FIELDS, USER_JOIN, PreparedRequest, PromptBuilding  # noqa: F401
+from ctxbench.harness.backends.openai_replies import MalformedReply, parse_completion, parse_prompt_logprobs, within_budget
 from ctxbench.harness.core.backend import check_window, parse_backend_args
 from ctxbench.harness.core.errors import ConfigError, CtxbenchError
 from ctxbench.harness.core.extras import require_extra
@@ -245,18 +251,17 @@ class OpenAIBackend(PromptBuilding, RetryingHTTP):
         start = time.perf_counter()
         timing: list[float] = []
         try:
-            text, completion_tokens, server_prompt_tokens, reasoning, reasoning_tokens = await self._call(
-                url, p.body, lambda data: parse_completion(data, self.api), timing)
+            answer = await self._call(url, p.body, lambda data: parse_completion(data, self.api), timing)
         except Permanent as e:
             return Prediction(r.sample_id, "", p.prompt_tokens, 0, time.perf_counter() - start, p.truncated, error=str(e))
         except Transient as e:
             return Prediction(r.sample_id, "", p.prompt_tokens, 0, time.perf_counter() - start, p.truncated,
                               error=f"gave up after {self.max_retries + 1} attempts: {e}")
-        if completion_tokens is None:  # servers without usage: count locally
-            completion_tokens = len(self.tokenizer((reasoning or "") + text, add_special_tokens=False)["input_ids"])
+        # a server that ignores max_tokens: cut to the budget here (counted locally where the server gives no count)
+        a = within_budget(answer, r.generation_limit, self.tokenizer)
         # the latency of the attempt that answered (retries' waits are not the model's time)
-        return Prediction(r.sample_id, text, server_prompt_tokens or p.prompt_tokens, completion_tokens, timing[-1], p.truncated,
-                          reasoning=reasoning, reasoning_tokens=reasoning_tokens)
+        return Prediction(r.sample_id, a.text, a.prompt_tokens or p.prompt_tokens, a.completion_tokens or 0, timing[-1],
+                          p.truncated, reasoning=a.reasoning, reasoning_tokens=a.reasoning_tokens, over_budget=a.over_budget)
 
     async def _run(self, requests: list[Request]) -> list[Prediction]:
         prepared: list[PreparedRequest | Prediction] = []
@@ -300,10 +305,10 @@ class OpenAIBackend(PromptBuilding, RetryingHTTP):
             return TokenLogprobs(r.sample_id, (), time.perf_counter() - start, error=str(e))
         seconds = time.perf_counter() - start
         try:
-            found = data["choices"][0]["logprobs"]["token_logprobs"]
-        except (KeyError, IndexError, TypeError):
-            found = None
-        if not isinstance(found, list) or len(found) < len(r.token_ids):
+            found = parse_prompt_logprobs(data, len(r.token_ids))
+        except MalformedReply as e:
+            return TokenLogprobs(r.sample_id, (), seconds, error=self._clean(e))
+        if found is None:
             return TokenLogprobs(r.sample_id, (), seconds, error="no prompt logprobs: the server must echo the prompt's "
                                  "token_logprobs for completions with echo=true and logprobs (vLLM and SGLang do)")
         return TokenLogprobs(r.sample_id, tuple(float(x) for x in found[r.score_from: len(r.token_ids)]), seconds)

@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ctxbench.harness.backends.openai_replies import parse_tokenized
 from ctxbench.harness.core.backend import apply_truncation
 from ctxbench.harness.core.errors import ConfigError, PromptTooLongError
 from ctxbench.harness.core.types import Request
@@ -26,28 +27,6 @@ class PreparedRequest:
     body: dict[str, Any]
     prompt_tokens: int
     truncated: int
-
-
-def parse_completion(data: dict[str, Any], api: str) -> tuple[str, int | None, int | None, str | None, int | None]:
-        """(text, completion tokens, prompt tokens, reasoning, reasoning tokens) from a (chat) completion response;
-        reasoning is what the server returned apart (vLLM/SGLang `reasoning_content`, others `reasoning`)."""
-        choice = data["choices"][0]
-        reasoning = None
-        if api == "chat":
-            message = choice.get("message") or {}
-            text = message.get("content")
-            reasoning = message.get("reasoning_content") or message.get("reasoning")
-        else:
-            text = choice.get("text")
-        if text is None:
-            text = ""
-        if not isinstance(text, str):
-            raise TypeError("text is not a string")
-        usage = data.get("usage") or {}
-        ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
-        rt = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
-        return (text, (int(ct) if ct is not None else None), (int(pt) if pt is not None else None),
-                reasoning if isinstance(reasoning, str) else None, (int(rt) if isinstance(rt, int) and reasoning else None))
 
 
 class PromptBuilding:
@@ -98,9 +77,7 @@ class PromptBuilding:
             else:
                 cont = self._continuing(r)
                 payload.update(messages=messages, add_generation_prompt=not cont, continue_final_message=cont)
-            data = await self._call(f"{self._root()}/tokenize", payload)
-            ids = data.get("tokens")
-            return int(data["count"]), (list(ids) if isinstance(ids, list) else None)
+            return await self._call(f"{self._root()}/tokenize", payload, parse_tokenized)
         if messages is None:
             if r.prompt_tokens is not None and self.prompt_format == "text":
                 return int(r.prompt_tokens), None  # counted by this tokenizer when the sample was generated

@@ -180,13 +180,13 @@ def test_requests_per_minute_are_limited(stub_server, smol_tokenizer):
     clock = FakeClock()
     b._clock, b._sleep = clock.now, clock.sleep
     sent: list[float] = []
-    real = b._client.request
+    real = b._client.send  # every request and stream goes through send
 
-    async def request(*args, **kwargs):
+    async def send(*args, **kwargs):
         sent.append(clock.t)
         return await real(*args, **kwargs)
 
-    b._client.request = request
+    b._client.send = send
     preds = b.generate([make_request(smol_tokenizer, f"x{i}", f"q{i}") for i in range(4)])
     assert all(p.error is None for p in preds)
     assert [t - sent[0] for t in sorted(sent)] == pytest.approx([0.0, 0.1, 0.2, 0.3])
