@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -14,59 +13,54 @@ from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.lengths import format_length, parse_length
 
 
-@dataclass(frozen=True)
-class Throughput:
-    samples_per_second: float
-    source: str
+def _timing(samples_per_second: Optional[float], run: Optional[Path], lengths: list[int], rows):
+    """Seconds per sample at each length, as given or measured from a run's rows (mean `seconds` per scored sample
+    at each length it timed; other lengths projected)."""
+    from ctxbench.harness.plan_inputs import given_timing, measured_timing
 
-
-def _throughput(samples_per_second: Optional[float], run: Optional[Path]) -> Optional[Throughput]:
-    """Samples per second as given, or measured from a run's rows (mean `seconds` per scored sample)."""
     if samples_per_second is not None and run is not None:
         raise ConfigError("--samples-per-second and --from: give one throughput, not both")
     if samples_per_second is not None:
-        if samples_per_second <= 0:
+        if not 0 < samples_per_second < float("inf"):
             raise ConfigError(f"--samples-per-second: {samples_per_second:g} must be above 0; e.g. 2.5")
-        return Throughput(samples_per_second, f"{samples_per_second:g} samples/s (given)")
+        return given_timing(samples_per_second, lengths)
     if run is None:
         return None
-    seconds = [float(r["seconds"]) for r in _scored_rows(run, "--from") if r.get("seconds")]
-    if not seconds or sum(seconds) <= 0:
+    timing = measured_timing(rows(run, "--from"), lengths, run.name)
+    if timing is None:
         raise ConfigError(f"--from: {run} has no timed samples (its backend records 0 s); pass --samples-per-second")
-    mean = sum(seconds) / len(seconds)
-    return Throughput(1 / mean, f"{1 / mean:.3g} samples/s (mean {mean:.3g} s per sample over {len(seconds)} rows of {run.name})")
+    return timing
 
 
-def _scored_rows(run: Path, field: str) -> list[dict]:
-    from ctxbench.harness.core.store import RunStore
+def _expected(pilot: Optional[Path], scores: Optional[str], lengths: list[int], rows) -> dict[int, tuple[float, ...]]:
+    """Expected score (points) and its interval per suite length: a pilot run's (the interval of its few samples)
+    or --scores 4k=92,8k=81 (taken as exact)."""
+    from ctxbench.harness.plan_inputs import pilot_scores
 
-    if not (run / "record.json").is_file():
-        raise ConfigError(f"{field}: {run} is not a run directory (no record.json); pass runs/<run id>")
-    rows = [r for r in RunStore(run.parent, run.name).latest().values() if r.get("score") is not None]
-    if not rows:
-        raise ConfigError(f"{field}: {run} has no scored samples yet; score a short pilot first (--samples 20)")
-    return rows
-
-
-def _pilot_scores(pilot: Optional[Path], scores: Optional[str], lengths: list[int]) -> dict[int, float]:
-    """Expected score (points) per suite length, from a pilot run's rows or from --scores 4k=92,8k=81."""
     if pilot is not None and scores is not None:
         raise ConfigError("--pilot and --scores: give one source of expected scores, not both")
     if pilot is not None:
-        by_task: dict[tuple[int, str], list[float]] = {}
-        for row in _scored_rows(pilot, "--pilot"):
-            by_task.setdefault((int(row["length"]), row["task"]), []).append(float(row["score"]))
-        found: dict[int, list[float]] = {}
-        for (length, _), values in by_task.items():
-            found.setdefault(length, []).append(100 * sum(values) / len(values))
-        known = {length: sum(v) / len(v) for length, v in found.items() if length in lengths}
+        known = pilot_scores(rows(pilot, "--pilot"), lengths)
         if not known:
             raise ConfigError(f"--pilot: {pilot.name} scored none of the suite's lengths "
                               f"({', '.join(map(format_length, lengths))}); pilot the same suite with --samples 20")
-        return known
+        return {n: (s.points, s.lo, s.hi) for n, s in known.items()}
     if scores is None:
         return {}
-    return _parse_scores(scores, lengths)
+    return {n: (p, p, p) for n, p in _parse_scores(scores, lengths).items()}
+
+
+def _reader():
+    """Each run directory read (and checked) once, though --from and --pilot may name the same run."""
+    from ctxbench.harness.plan_inputs import read_pilot
+
+    seen: dict[Path, list] = {}
+
+    def rows(run: Path, field: str) -> list:
+        if run not in seen:
+            seen[run] = read_pilot(run, field)
+        return seen[run]
+    return rows
 
 
 def _parse_scores(scores: str, lengths: list[int]) -> dict[int, float]:
@@ -120,57 +114,111 @@ def plan(
     as_json: bool = typer.Option(False, "--json", help="print the plan as JSON"),
 ):
     """Expected samples and time to each target beside the full protocol's, and what a comparison can detect."""
+    from ctxbench.harness.cli_common import _data_dir
     from ctxbench.harness.core.config import load_suite
+    from ctxbench.harness.plan_inputs import planned_cells
     from ctxbench.leaderboard.sequential_plan import build_plan
 
     _check(alpha, threshold, width, n, detect, power)
     loaded = load_suite(suite)
-    speed = _throughput(samples_per_second, run)
-    expected = _pilot_scores(pilot, scores, list(loaded.lengths))
-    report = build_plan(loaded, speed=speed.samples_per_second if speed else None, expected=expected,
+    rows = _reader()
+    timing = _timing(samples_per_second, run, list(loaded.lengths), rows)
+    expected = _expected(pilot, scores, list(loaded.lengths), rows)
+    cells = planned_cells(loaded, _data_dir(None))
+    report = build_plan(loaded, cells=cells, seconds=timing.seconds if timing else None, expected=expected,
                         threshold=threshold, width=width, alpha=alpha, n=n, detect=detect, power=power)
+    if timing is not None:
+        report["measured_lengths"] = list(timing.measured)
+        report["projected_lengths"] = list(timing.projected)
     if as_json:
         out.print(json.dumps(report, indent=1), highlight=False, soft_wrap=True)
         return
-    print_plan(report, source=speed.source if speed else None, pilot=pilot.name if pilot else None)
+    print_plan(report, timing=timing, pilot=pilot.name if pilot else None)
 
 
-def _when(seconds: float | None) -> str:
+def _when(seconds: float | None, projected: str = "") -> str:
     from ctxbench.harness.plan_size import _duration
 
-    return "" if seconds is None else f" · {_duration(seconds)}"
+    return "" if seconds is None else f" · {_duration(seconds)}{projected}"
 
 
-def print_plan(report: dict, *, source: str | None, pilot: str | None) -> None:
+def _range(low: float, high: float, fmt: str = "{:,.0f}") -> str:
+    return fmt.format(low) if fmt.format(low) == fmt.format(high) else f"{fmt.format(low)}–{fmt.format(high)}"
+
+
+def _header(report: dict, timing) -> None:
+    counts = ", ".join(f"{n} at {format_length(int(k))}" for k, n in report["tasks_per_length"].items())
+    per_task = report["samples_per_task"]
+    note = _projection_note(timing, all_lengths=True)
+    out.print(f"{report['suite']}: tasks {counts}; N={_range(min(per_task), max(per_task))} samples per task and "
+              f"length; full protocol {report['full_samples']:,} samples{_when(report['full_seconds'], note)}",
+              highlight=False)
+    if timing is None:
+        out.print("throughput: unknown (pass --samples-per-second or --from RUN_DIR for times)", highlight=False)
+        return
+    out.print(f"throughput: {timing.source}", highlight=False)
+    if timing.projected:
+        out.print(f"  measured at {', '.join(map(format_length, timing.measured))}; times at "
+                  f"{', '.join(map(format_length, timing.projected))} are projected from {timing.projected_from()} at "
+                  "the same time per prompt token (a lower bound: attention makes long prompts slower still)",
+                  highlight=False)
+
+
+def _projection_note(timing, *, length: int | None = None, all_lengths: bool = False) -> str:
+    """' (projected from 1K–2K)' where a time rests on lengths the run did not measure."""
+    if timing is None or not timing.projected:
+        return ""
+    if all_lengths or length in timing.projected:
+        return f" (projected from {timing.projected_from()})"
+    return ""
+
+
+def print_plan(report: dict, *, timing, pilot: str | None) -> None:
     """The plan as a user reads it: one table per target, then the comparison's power."""
     from rich.table import Table
 
-    counts = ", ".join(f"{n} at {format_length(int(k))}" for k, n in report["tasks_per_length"].items())
-    out.print(f"{report['suite']}: tasks {counts}; N={report['samples']} samples per task and length; full protocol "
-              f"{report['full_samples']:,} samples{_when(report['full_seconds'])}", highlight=False)
-    out.print(f"throughput: {source}" if source else "throughput: unknown (pass --samples-per-second or --from RUN_DIR "
-              "for times)", highlight=False)
+    _header(report, timing)
     for target in report["targets"]:
         by_length = target["rows"][0]["length"] is not None
         title = (f"--until {target['target']}: expected samples per length" +
-                 (f" (scores from {pilot})" if pilot else " (your scores)" if by_length else
-                  ", if a length scores…"))
+                 (f" (scores from {pilot}, planned over their 95% intervals)" if pilot else " (your scores)"
+                  if by_length else ", if a length scores…"))
         table = Table(title=title, title_justify="left")
         for column in ("length" if by_length else "score", *(("score",) if by_length else ()), "expected samples",
                        "settles before N", "full protocol"):
             table.add_column(column, justify="right")
         for row in target["rows"]:
-            first = [format_length(row["length"]), f"{row['score']:.1f}"] if by_length else [f"{row['score']:.1f}"]
-            table.add_row(*first, f"{row['samples']:,}{_when(row['seconds'])}", f"{row['settled_before_n']:.0%}",
-                          f"{row['full_samples']:,}{_when(row['seconds'] and row['seconds'] * row['full_samples'] / max(row['samples'], 1))}")
+            table.add_row(*_row_cells(row, by_length, timing))
         out.print(table)
-        if target["total_samples"] is not None:
-            share = target["total_samples"] / report["full_samples"]
-            unscored = f"; {target['unscored_samples']:,} of them at lengths without a score, counted at N" \
-                if target["unscored_samples"] else ""
-            out.print(f"  whole suite: {target['total_samples']:,} samples ({share:.0%} of the full protocol)"
-                      f"{_when(target['total_seconds'])}{unscored}", highlight=False)
+        _print_total(target, report, timing)
     _print_compare(report["compare"])
+
+
+def _row_cells(row: dict, by_length: bool, timing) -> list[str]:
+    note = _projection_note(timing, length=row["length"]) if by_length else _projection_note(timing, all_lengths=True)
+    score = f"{row['score']:.1f}"
+    if row["score_lo"] != row["score_hi"]:
+        score += f" [{row['score_lo']:.0f}, {row['score_hi']:.0f}]"
+    samples = _range(row["samples_lo"], row["samples_hi"])
+    when = _when(row["seconds"] if row["samples_lo"] == row["samples_hi"] else row["seconds_hi"], note)
+    if row["samples_lo"] != row["samples_hi"] and when.startswith(" · ~"):
+        when = f" · ≤ {when[3:]}"  # the time of the range's top
+    first = [format_length(row["length"]), score] if by_length else [score]
+    return [*first, f"{samples}{when}", f"{row['settled_before_n']:.0%}",
+            f"{row['full_samples']:,}{_when(row['full_seconds'], note)}"]
+
+
+def _print_total(target: dict, report: dict, timing) -> None:
+    if target["total_samples"] is None:
+        return
+    share = target["total_samples"] / report["full_samples"]
+    unscored = f"; {target['unscored_samples']:,} of them at lengths without a score, counted at N" \
+        if target["unscored_samples"] else ""
+    spread = "" if target["total_samples_lo"] == target["total_samples_hi"] else \
+        f", {_range(target['total_samples_lo'], target['total_samples_hi'])} over the pilot's intervals"
+    out.print(f"  whole suite: {target['total_samples']:,} samples ({share:.0%} of the full protocol){spread}"
+              f"{_when(target['total_seconds'], _projection_note(timing, all_lengths=True))}{unscored}",
+              highlight=False)
 
 
 def _print_compare(c: dict) -> None:

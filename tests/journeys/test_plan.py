@@ -29,7 +29,7 @@ def test_plan_from_a_pilot_run(user):
                  "--detect 10")
 
     assert r.code == 0, r.err
-    assert "full protocol 800 samples" in r.out  # 2 tasks x 2 lengths x 200
+    assert "full protocol 410 samples" in r.out  # 2 lengths x (kv/retrieval's 5 gold positions + 200), as score plans
     assert "samples/s (mean" in r.out and "--until effective-length" in r.out
     table = [line for line in r.out.splitlines() if line.startswith("│")]
     assert [line.split("│")[1].strip() for line in table] == ["512", "1K"]  # a row per length, with its pilot score
