@@ -25,6 +25,7 @@ from ctxbench.harness.core.config import Suite, build_task
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError, PromptTooLongError
 from ctxbench.harness.core.fitting import resolve_mode
+from ctxbench.harness.core.identity import resolve_auto
 from ctxbench.harness.core.io import slug
 from ctxbench.harness.core.models import tokenizer_fingerprint, weights_fingerprint
 from ctxbench.harness.core.prompting import PromptRenderer
@@ -147,6 +148,7 @@ def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None, judge_bu
     check_counts(suite, repeats=plan.generation.repeats, store_dir=plan.out_dir)  # arithmetic: before anything grows
     check_size(suite, batch_size=int(plan.backend_args.get("batch_size") or 1))
     model = backend if backend is not None else open_model(plan, suite.truncation)
+    plan = resolve_auto(plan, model)  # a resolved `auto` (dtype) is identity: the run id hashes what will run
     gen = plan.generation
     renderer = PromptRenderer(model.tokenizer, suite.template, system=gen.system_prompt, thinking=gen.thinking)
     plan = plan.resolved(renderer.thinking)

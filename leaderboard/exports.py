@@ -57,12 +57,13 @@ def provenance_section(runs: pd.DataFrame | None, *, built: str | None = None) -
         board,
     )
     rows = tuple(
-        (r.run_id, r.model, r.fingerprint, _text(getattr(r, "weights", "")) or "–", r.suite, _text(r.seed),
+        (r.run_id, r.model, r.fingerprint, _text(getattr(r, "weights", "")) or "–",
+         _text(getattr(r, "precision", "")) or "–", r.suite, _text(r.seed),
          str(r.samples_per_cell), f"{r.done}/{r.planned}", str(r.errored), f"{r.created[:19]} → {r.last_session[:19]}",
          f"{r.ctxbench} {r.commit}".strip())
         for r in runs.sort_values(["model", "run_id"]).itertuples()
     )
-    table = Table(headers=("Run", "Model", "Weights fingerprint", "Weights", "Suite", "Seed", "Samples/cell",
+    table = Table(headers=("Run", "Model", "Weights fingerprint", "Weights", "Precision", "Suite", "Seed", "Samples/cell",
                            "Scored/planned", "Failed", "Dates (UTC, first start → last end)", "ctxbench"), rows=rows)
     return lines, Section(title="Provenance", tables=(table,), collapsed=True)
 

@@ -87,10 +87,14 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
     runs = [(s, s.read_record(), s.latest()) for s in stores]
     runs.sort(key=lambda t: (t[1].get("created") or "", t[1]["run_id"]))  # later runs win ties between duplicates
     fps: dict[str, set[str]] = defaultdict(set)
+    precisions: dict[str, set[str]] = defaultdict(set)
     for _, rec, _ in runs:
         fps[_label(rec)].add(fingerprint(rec))
+        precisions[_label(rec)].add(precision(rec))
     notes = [f"{label!r} names runs of {len(f)} different models (weights fingerprints); each is shown apart, "
              "its fingerprint after its name" for label, f in sorted(fps.items()) if len(f) > 1]
+    notes += [f"{label!r} names runs at {len(p)} precisions ({', '.join(sorted(x or '?' for x in p))}); each is shown "
+              "apart, its precision after its name" for label, p in sorted(precisions.items()) if len(p) > 1]
 
     units: dict[tuple, tuple[int, dict[str, Any], dict[str, Any]]] = {}  # key -> (rank, row, run info)
     pending: dict[tuple, tuple[str, int]] = {}
@@ -99,7 +103,7 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
     provenance, duplicates, bad_rows = [], 0, []
     for order, (store, rec, latest) in enumerate(runs):
         fp, seed = fingerprint(rec), int(rec.get("seed") or 0)
-        model = _label(rec) if len(fps[_label(rec)]) == 1 else f"{_label(rec)} [{short_fingerprint(fp)}]"
+        model = _model_name(rec, fps, precisions)
         info = {"model": model, "run_id": rec["run_id"], "seed": seed, "fingerprint": fp,
                 "claimed_length": rec.get("backend_args", {}).get("context_length", math.nan)}
         losses = loss_tasks(rec, latest)
@@ -142,6 +146,21 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
     scores = pd.DataFrame(scored, columns=SCORE_COLUMNS) if scored else pd.DataFrame(columns=SCORE_COLUMNS)
     skipped = [where for s in stores for where in s.read_stats.bad] + bad_rows
     return StoreFrames(scores, _cells(units, pending, stopped, sequential), pd.DataFrame(provenance), skipped, notes)
+
+
+def precision(rec: dict[str, Any]) -> str:
+    """The dtype the run's weights ran in, as the backend resolved it (an `auto` resolved; "" when it does not say)."""
+    dtype = (rec.get("backend_args") or {}).get("dtype")
+    return "" if dtype in (None, "", "auto") else str(dtype)
+
+
+def _model_name(rec: dict[str, Any], fps: dict[str, set[str]], precisions: dict[str, set[str]]) -> str:
+    """The run's label, with its weights' fingerprint and its precision after it where its label names runs of other
+    weights or other precisions (never averaged together)."""
+    label = _label(rec)
+    tags = [short_fingerprint(fingerprint(rec))] if len(fps[label]) > 1 else []
+    tags += [precision(rec) or "precision ?"] if len(precisions[label]) > 1 else []
+    return f"{label} [{', '.join(tags)}]" if tags else label
 
 
 def sequential_prefixes(run_dir: Path, latest: dict[str, dict]) -> tuple[dict[tuple[str, int], int], dict[int, dict]]:
@@ -257,6 +276,8 @@ def _cells(units: dict, pending: dict, stopped: dict, sequential: dict) -> pd.Da
         errors = ", ".join(f"{k}: {v}" for k, v in reasons[cell].most_common())
         mean_thinking = sum(thinking[cell]) / len(thinking[cell]) if thinking[cell] else math.nan
         seq = sequential.get((cell[0], cell[2]), {})
+        if cell[1] not in seq.get("tasks", [cell[1]]):
+            seq = {}  # another run's task at that length: the anytime interval covers the sequential run's tasks only
         words = sequential_words({cell[2]: seq})[0].split(": ", 1)[1] if seq else ""
         vs = (seq.get("rule") or {}).get("until") == "vs"  # its interval is of the difference, not of the score
         lo, hi = (math.nan if vs or seq.get(k) is None else float(seq[k]) for k in ("lo", "hi"))
@@ -278,7 +299,7 @@ def _provenance(store: RunStore, rec: dict[str, Any], latest: dict[str, dict], m
         "run_id": rec["run_id"], "model": model, "model_path": rec.get("model", ""), "fingerprint": fp,
         "tokenizer_fingerprint": rec.get("tokenizer_fingerprint", ""), "backend": rec.get("backend", ""),
         "suite": rec.get("suite", ""), "seed": "" if rec.get("seed") is None else int(rec["seed"]),
-        "weights": weights_format(rec),
+        "weights": weights_format(rec), "precision": precision(rec),
         "samples_per_cell": "–".join(map(str, sorted({per_cell[0], per_cell[-1]}))) if per_cell else "",
         "planned": sum(int(n) for per_length in plan.values() for n in per_length.values()), "done": done,
         "errored": sum(1 for r in latest.values() if r.get("score") is None),

@@ -52,7 +52,7 @@ class EchoArgs(BackendArgs):
 
 
 class HFArgs(BackendArgs):
-    dtype: str = Field("auto", description="torch dtype of the weights: auto (bf16 on CUDA; on CPU the faster of bf16 and fp32, measured once per machine), bfloat16, float16 or float32")
+    dtype: str = Field("auto", description="torch dtype of the weights: auto (bf16 on CUDA; on CPU the faster of bf16 and fp32, measured once per machine; the run id and the record keep the dtype it picked), bfloat16, float16 or float32")
     device: str = Field("auto", description="auto (cuda if available, else cpu), cpu, cuda or cuda:N")
     batch_size: int = Field(0, ge=0, description="prompts per forward pass; 0: 16 on GPU, 1 on CPU (equal-length buckets only when above 1)")
     attn_implementation: str = Field("sdpa", description="transformers attention: sdpa, eager, flash_attention_2")

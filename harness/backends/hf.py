@@ -51,9 +51,37 @@ class HFPlan:
         rope_context = apply_to_hf_config(config, args.get("rope_scaling"))
         self.context_length = context_length(config, int(args.get("max_context") or 0), rope_context)
         self.batch_size = int(args.get("batch_size") or 1)
+        given = str(args.get("dtype") or "auto")
+        dtype, self.dtype_choice = resolve_dtype(given, str(args.get("device") or "auto"), config, int(args.get("threads") or 0))
+        self.args["dtype"] = dtype  # the weights load in the dtype the run id hashed, whatever build() would measure
+        self.resolved = {"dtype": dtype} if given == "auto" else {}
+
+    def resolved_args(self) -> dict[str, Any]:
+        """What `auto` resolved to on this machine ({"dtype": "bfloat16"}): identity, so two machines that pick
+        different precisions never share a run id (harness/core/identity.py)."""
+        return dict(self.resolved)
 
     def build(self) -> HFBackend:
-        return HFBackend(**self.args)
+        backend = HFBackend(**self.args)
+        backend.dtype_choice = self.dtype_choice  # the measurement behind an `auto`, for the record
+        return backend
+
+
+def resolve_dtype(dtype: str, device: str, config: Any, threads: int) -> tuple[str, dict]:
+    """(the torch dtype `dtype` means here, the CPU measurement behind it): an explicit dtype is itself; auto is bf16
+    on a GPU, and on a CPU whichever of bf16 and fp32 is faster for this model's shapes, measured once per machine."""
+    if dtype != "auto":
+        return dtype, {}
+    import torch
+
+    where = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+    if not where.startswith("cpu"):
+        return "bfloat16", {}
+    from ctxbench.harness.backends.cpu import cpu_dtype
+    from ctxbench.harness.core.cores import default_threads
+
+    return cpu_dtype(int(getattr(config, "hidden_size", 1024)), int(getattr(config, "intermediate_size", 4096)),
+                     int(threads) or default_threads())
 
 
 def unreadable_weights(path: str | Path) -> Path | None:
@@ -89,7 +117,6 @@ class HFBackend:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-        from ctxbench.harness.backends.cpu import cpu_dtype
         from ctxbench.harness.backends.rope import apply_to_hf_config
         from ctxbench.harness.core.cores import default_threads
 
@@ -101,9 +128,7 @@ class HFBackend:
         self.dtype_choice: dict = {}
         try:
             config = AutoConfig.from_pretrained(path)
-            if dtype == "auto":  # bf16 on GPUs; on CPU whichever is faster here, measured once per machine
-                dtype, self.dtype_choice = ("bfloat16", {}) if not self.device.startswith("cpu") else cpu_dtype(
-                    int(getattr(config, "hidden_size", 1024)), int(getattr(config, "intermediate_size", 4096)), self.threads)
+            dtype, self.dtype_choice = resolve_dtype(dtype, self.device, config, self.threads)  # auto: measured
             rope_context = apply_to_hf_config(config, rope_scaling)  # TYPE:FACTOR spec or dict; None: unchanged
             self.tokenizer = AutoTokenizer.from_pretrained(path)
             self.model = AutoModelForCausalLM.from_pretrained(
