@@ -73,11 +73,14 @@ def _corpus(cfg: CorpusConfig, tok, cache_dir: str | None):
 
 
 def _cleanup(out: Path, n: int) -> None:
-    """Remove anything a killed run wrote past the manifest (shards not listed, newer states, temp files)."""
+    """Remove anything a killed run wrote past the manifest (shards not listed, newer states, temp files), and the
+    states before the last listed shard's (a kill -9 between listing a shard and deleting the previous state leaves
+    one behind; only state-n is ever read again)."""
     for f in out.iterdir():
         stem = f.name.split(".")[0]
         idx = int(stem.split("-")[1]) if stem.startswith(("shard-", "state-")) and stem[6:].isdigit() else None
-        if ".tmp" in f.name or (idx is not None and (idx > n or (idx == n and stem.startswith("shard-")))):
+        stale_state = idx is not None and idx < n and stem.startswith("state-")
+        if ".tmp" in f.name or stale_state or (idx is not None and (idx > n or (idx == n and stem.startswith("shard-")))):
             f.unlink()
 
 
