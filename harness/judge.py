@@ -7,11 +7,16 @@ since which are cached is known only once the answers are) and refuses, in one l
 written, a run that has judge calls and no `--judge-budget`, or more calls or tokens than the budget allows.
 
 `--judge-budget` is a number of calls (`500`), or `calls=500`, `tokens=2M`, or both (`calls=500,tokens=2M`).
+
+The estimate is an upper bound only if the servers behave; the budget is also held against real use: the plan step
+hands every paid task one meter (tasks/judge_cache.py JudgeSpend) with the budget's limits, the tasks add the calls
+and tokens the judge's server reports, and once real spending reaches a limit the run stops before the next paid
+call, as an interrupt does (the rows so far kept, a rerun resumes).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctxbench.harness.core.errors import ConfigError
@@ -27,6 +32,7 @@ class JudgeBudget:
 class JudgeCost:
     calls: int
     tokens: int
+    tasks: tuple[Any, ...] = field(default=(), compare=False, repr=False)  # the paid tasks (their real-use meter)
 
     def line(self) -> str:
         return (f"judge: {self.calls} paid calls planned, at most ~{self.tokens:,} tokens (prompt and verdict; "
@@ -59,17 +65,20 @@ def parse_budget(text: str | None) -> JudgeBudget | None:
 def judge_cost(cells: list[Any], done) -> JudgeCost:
     """The paid calls and tokens of the plan's samples still to score."""
     calls = tokens = 0
+    tasks: dict[int, Any] = {}
     for c in cells:
         per = getattr(c.task, "paid_calls", None)
         if per:
             pending = sum(1 for j in c.ids() if j not in done)
             calls += pending * per[0]
             tokens += pending * per[1]
-    return JudgeCost(calls, tokens)
+            tasks[id(c.task)] = c.task
+    return JudgeCost(calls, tokens, tuple(tasks.values()))
 
 
 def check_budget(cost: JudgeCost, budget: JudgeBudget | None) -> None:
-    """Refuse a run whose judge calls are not allowed by the budget (nothing is written yet)."""
+    """Refuse a run whose judge calls are not allowed by the budget (nothing is written yet); else hold its paid
+    tasks to the budget's limits by real use, with one meter for the whole run."""
     if not cost.calls:
         return
     if budget is None:
@@ -80,3 +89,8 @@ def check_budget(cost: JudgeCost, budget: JudgeBudget | None) -> None:
     if over:
         raise ConfigError(f"--judge-budget: the run plans more than the budget ({'; '.join(over)}); raise the budget, or "
                           "score fewer samples (--samples, --lengths)")
+    from ctxbench.tasks.judge_cache import JudgeSpend
+
+    meter = JudgeSpend(calls_limit=budget.calls, tokens_limit=budget.tokens)
+    for task in cost.tasks:
+        task.spend = meter

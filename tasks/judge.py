@@ -1,19 +1,25 @@
 """The opt-in LLM judge (`judge/qa`, `judge/summary`): another task's samples, scored by a model behind an
-OpenAI-compatible API with HELMET's model-based protocols (Yen et al. 2025, princeton-nlp/HELMET): long-document QA
-(scripts/eval_gpt4_longqa.py) and summarisation (scripts/eval_gpt4_summ.py: fluency x F1 of key-point recall and
-sentence precision, three calls per sample; its prompts are in tasks/judge_prompts.py).
+OpenAI-compatible API with HELMET's model-based protocols (Yen et al. 2025, princeton-nlp/HELMET at 4526dfb):
+long-document QA (scripts/eval_gpt4_longqa.py) and summarisation (scripts/eval_gpt4_summ.py: fluency x F1 of
+key-point recall and sentence precision, three calls per sample; its prompts are in tasks/judge_prompts.py).
 
 `judge/qa` wraps a task (e.g. `longbench/narrativeqa`, `infinitebench/en_qa`): the same prompts, samples and model
 answers; only the score differs. The answer is cut as HELMET cuts it (newlines to spaces, the text after "Answer:"
-or else the whole), and the judge is asked HELMET's rubric (below, from HELMET, MIT licence) for fluency (0-1) and
-correctness (0-3); the sample's score is fluency x correctness / 3 (HELMET averages fluency x correctness on 0-3).
+or else the whole), and the judge is asked HELMET's rubric (below, from HELMET, MIT licence) for fluency and
+correctness; the sample's score is fluency x correctness / 3 (HELMET averages fluency x correctness on 0-3).
 
-The judge is any model an OpenAI-compatible server serves (the `openai` backend, chat API, with its retries and rate
-limits), named by `model` and `version` (a dated snapshot, e.g. gpt-4o-2024-05-13) in every row's `judge` field and,
-as task arguments, in the run record. Paid calls are guarded (harness/judge.py: planned calls and tokens printed,
-`--judge-budget` enforced before the run), cached (cache_dir/judge/<model>.jsonl, keyed by the judge, its settings
-and the exact prompt: a rerun, a resume or a --fresh re-score never pays twice for a verdict) and resumable: a judge
-that fails (HTTP error, no readable verdict) makes the sample an error row that a rerun retries, never a 0.
+The judge runs with HELMET's settings (temperature 0.1, top_p 0.9, seed 42, 2,048 tokens for QA and 4,096 for a
+summary, no system message); they are task arguments, so part of the run's identity and of every verdict's cache
+key. Verdicts are read and scored as HELMET's scripts do (tasks/judge_verdicts.py): every verdict they score is
+scored the same, out-of-rubric values flagged in the row's `judge` field; a row's score is that number clipped to
+the board's 0..1 scale, the unclipped one kept as `judge.official_score`.
+
+Paid calls are guarded (harness/judge.py: planned calls and tokens printed, `--judge-budget` enforced before the run
+and against real use while it goes, tasks/judge_cache.py), cached (keyed by the judge, its settings and the exact
+prompt: a rerun, a resume or a --fresh re-score never pays twice for a verdict) and resumable: a judge that fails
+(unreachable, refused credentials, HTTP error, a prompt over its context, a verdict HELMET would not score) makes
+the sample an error row that a rerun retries, never a 0 and never a stopped run. An answer far over its token
+budget is cut before it reaches the judge (at MAX_CHARS_PER_TOKEN characters a token), and flagged.
 """
 
 from __future__ import annotations
@@ -28,11 +34,13 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from ctxbench.harness.core.context import GenContext
-from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.errors import ConfigError, CtxbenchError
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Request, Sample
-from ctxbench.tasks import judge_prompts as prompts
+from ctxbench.tasks import judge_verdicts as verdicts
 from ctxbench.tasks.base import Task, TaskArgs
+from ctxbench.tasks.judge_cache import JudgeCache, JudgeSpend
+from ctxbench.tasks.judge_verdicts import Refused
 
 # HELMET's QA judge prompt (scripts/eval_gpt4_longqa.py, MIT licence), verbatim; its own prompts credit
 # https://www.databricks.com/blog/LLM-auto-eval-best-practices-RAG
@@ -59,6 +67,7 @@ Answer: {parsed_output}
 """
 CHARS_PER_TOKEN = 4  # the cost estimate's conversion (the judge's own tokenizer is not known here)
 QUESTION_TOKENS = 128  # the cost estimate's allowance for a question and its reference answers
+MAX_CHARS_PER_TOKEN = 8  # an answer longer than its token budget x this is cut before the judge sees it
 
 
 def parsed_answer(output: str, prefix: str = "Answer:") -> str:
@@ -70,16 +79,14 @@ def parsed_answer(output: str, prefix: str = "Answer:") -> str:
     return re.sub(f"^{re.escape(prefix)}", "", picked, flags=re.IGNORECASE).strip()
 
 
-def qa_verdict(text: str) -> dict[str, int] | None:
-    """The judge's scores: the last {...} of its output as JSON, with fluency 0-1 and correctness 0-3; else None."""
-    found = re.findall(r"\{.*?\}", text, re.DOTALL)
-    try:
-        scores = json.loads(found[-1]) if found else None
-    except ValueError:
-        return None
-    if not isinstance(scores, dict) or scores.get("fluency") not in (0, 1) or scores.get("correctness") not in (0, 1, 2, 3):
-        return None
-    return {"fluency": int(scores["fluency"]), "correctness": int(scores["correctness"])}
+def within_budget(text: str, budget_tokens: int) -> tuple[str, list[str]]:
+    """The answer as the judge gets it: whole, or cut at budget_tokens x MAX_CHARS_PER_TOKEN characters (a server
+    that ignored max_tokens must not send megabytes to a paid judge), with a flag saying so."""
+    limit = budget_tokens * MAX_CHARS_PER_TOKEN
+    if len(text) <= limit:
+        return text, []
+    return text[:limit], [f"answer cut at {limit:,} of {len(text):,} characters before judging (over its "
+                          f"{budget_tokens:,}-token budget)"]
 
 
 class JudgeArgs(TaskArgs):
@@ -92,45 +99,21 @@ class JudgeArgs(TaskArgs):
     backend_args: dict[str, Any] = Field(default_factory=dict, description="more openai backend arguments for the judge "
                                          "(concurrency, max_retries, rpm, timeout, tokenizer, context_length)")
     temperature: float = Field(0.1, ge=0, description="the judge's sampling temperature (HELMET: 0.1)")
-    max_tokens: int = Field(1024, ge=1, description="tokens the judge may write (its reasoning and verdict)")
+    top_p: float = Field(0.9, gt=0, le=1, description="the judge's nucleus sampling (HELMET: 0.9)")
+    seed: int = Field(42, description="the judge's sampling seed (HELMET: 42); a retry after a refused verdict adds "
+                      "the number of earlier refusals")
+    max_tokens: int = Field(2048, ge=1, description="tokens the judge may write, its reasoning and verdict (HELMET: "
+                            "2048 for QA, 4096 for summaries)")
 
 
 class QAJudgeArgs(JudgeArgs):
     question_field: str = Field("input", description="the judged task's record field holding the question")
 
 
-class JudgeCache:
-    """Verdicts already paid for, one JSON line each, shared by every run on this machine."""
-
-    def __init__(self, model: str):
-        from ctxbench.harness.core.io import slug
-        from ctxbench.harness.core.models import cache_dir
-
-        self.path = cache_dir("judge") / f"{slug(model, max_len=80)}.jsonl"
-        self._entries: dict[str, dict[str, Any]] | None = None
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        if self._entries is None:
-            from ctxbench.harness.core.io import read_jsonl
-
-            self._entries = {r["key"]: r for r in read_jsonl(self.path, require=("key",))} if self.path.exists() else {}
-        return self._entries.get(key)
-
-    def put(self, key: str, entry: dict[str, Any]) -> None:
-        from filelock import FileLock
-
-        from ctxbench.harness.core.io import append_jsonl, cut_torn_tail
-
-        with FileLock(str(self.path) + ".lock"):
-            cut_torn_tail(self.path)
-            append_jsonl(self.path, [{"key": key, **entry}])
-        if self._entries is not None:
-            self._entries[key] = {"key": key, **entry}
-
-
 class Judged(Task):
-    """Another task's samples, scored by an LLM judge: `prompts` are the paid calls of one sample, `verdict` reads one
-    call's output (None: unreadable) and `combine` makes the score."""
+    """Another task's samples, scored by an LLM judge: `judge_prompts` are the paid calls of one sample (and flags
+    on what the judge sees), `accept` reads one call's output as HELMET's script does (Refused: it would not score
+    it) and `combine` makes HELMET's score of the sample."""
 
     Args = JudgeArgs
     protocol: ClassVar[str] = ""
@@ -146,15 +129,18 @@ class Judged(Task):
         self.category, self.needs = self.inner.category, self.inner.needs
         self.requires_data = getattr(self.inner, "requires_data", False)  # the judged task's data, and always a judge
         self._client: Any = None
+        self._client_error: str | None = None  # a judge that could not be built: every sample's error in this run
         self._cache: JudgeCache | None = None
+        self.spend = JudgeSpend()  # real use; --judge-budget's limits are set by harness/judge.py before the run
 
-    def prompts(self, prediction: str, sample: Sample) -> list[str]:
+    def judge_prompts(self, prediction: str, sample: Sample) -> tuple[list[str], list[str]]:
         raise NotImplementedError
 
-    def verdict(self, call: int, text: str) -> dict[str, int] | None:
+    def accept(self, call: int, text: str, sample: Sample) -> dict[str, Any]:
         raise NotImplementedError
 
-    def combine(self, verdicts: list[dict[str, int]], sample: Sample) -> float:
+    def combine(self, values: list[dict[str, Any]], sample: Sample) -> tuple[float, dict[str, Any], list[str]]:
+        """(HELMET's score of the sample on ctxbench's scale, more fields for the row's judge record, flags)."""
         raise NotImplementedError
 
     @property
@@ -174,6 +160,12 @@ class Judged(Task):
     @property
     def version(self) -> str:
         return self.args.version or self.args.model
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The judge's sampling and token limit: its identity beside model and version (cache key, row, record)."""
+        a = self.args
+        return {"temperature": a.temperature, "top_p": a.top_p, "seed": a.seed, "max_tokens": a.max_tokens}
 
     def data_files(self, ctx: GenContext) -> list[Path]:
         return self.inner.data_files(ctx)
@@ -210,33 +202,65 @@ class Judged(Task):
 
     def score_row(self, prediction: str, sample: Sample) -> tuple[float | None, dict[str, Any], str | None]:
         """(score, the row's `judge` field, error): every call's verdict from the cache, the others paid for in one
-        batch; a failure is an error (the runner's error row, retried on rerun), never a 0. Only readable verdicts
-        are cached, so a retry pays only for the calls that failed."""
-        prompts = self.prompts(prediction, sample)
-        keys = [self.cache_key(p) for p in prompts]
+        batch; any failure is an error (the runner's error row, retried on rerun), never a 0 and never a stopped
+        run. Only accepted verdicts are cached as verdicts, so a retry pays only for the calls that failed."""
+        asked, flags = self.judge_prompts(prediction, sample)
+        keys = [self.cache_key(p) for p in asked]
         judge: dict[str, Any] = {"model": self.args.model, "version": self.version, "protocol": self.protocol,
-                                 "prompt_sha": [k[:16] for k in keys]}
+                                 **self.settings, "prompt_sha": [k[:16] for k in keys]}
         hits = [self.cache().get(k) for k in keys]
         judge["cached"] = sum(h is not None for h in hits)
-        todo = [i for i, h in enumerate(hits) if h is None]
-        asks = [Request(f"{sample.id}/{i}", prompts[i], self.args.max_tokens, user_text=prompts[i],
-                        sampling=(("temperature", self.args.temperature),)) for i in todo]
-        for i, p in zip(todo, self.client().generate(asks) if asks else []):
-            if p.error:
-                return None, {"judge": judge}, f"judge: {p.error}"
-            if self.verdict(i, p.text) is None:
-                return None, {"judge": {**judge, "output": p.text}}, f"judge: no readable verdict ({self.protocol} call {i})"
-            hits[i] = {"output": p.text, "prompt_tokens": p.prompt_tokens, "completion_tokens": p.generated_tokens}
-            self.cache().put(keys[i], hits[i])
-        verdicts = [self.verdict(i, h["output"]) or {} for i, h in enumerate(hits)]
-        judge.update(verdicts=verdicts, outputs=[h["output"] for h in hits],
+        error = self._pay([i for i, h in enumerate(hits) if h is None], asked, keys, hits, sample, judge)
+        if error:
+            return None, {"judge": {**judge, "out_of_range": flags}}, error
+        try:
+            values = [self.accept(i, h["output"], sample) for i, h in enumerate(hits)]
+            official, more, out_of_range = self.combine(values, sample)
+        except Refused as e:  # a cached verdict that today's reading refuses
+            return None, {"judge": judge}, f"judge: refused verdict ({e})"
+        judge.update(verdicts=values, outputs=[h["output"] for h in hits], **more, official_score=official,
+                     out_of_range=flags + out_of_range + ([] if 0 <= official <= 1 else
+                                                          [f"score {official:.4g} clipped to the board's 0..1"]),
                      prompt_tokens=sum(h.get("prompt_tokens") or 0 for h in hits),
-                     completion_tokens=sum(h.get("completion_tokens") or 0 for h in hits))
-        return self.combine(verdicts, sample), {"judge": judge}, None
+                     completion_tokens=sum(h.get("completion_tokens") or 0 for h in hits),
+                     seeds=[h.get("seed", self.args.seed) for h in hits])
+        return min(1.0, max(0.0, official)), {"judge": judge}, None
+
+    def _pay(self, todo: list[int], asked: list[str], keys: list[str], hits: list, sample: Sample,
+             judge: dict[str, Any]) -> str | None:
+        """Ask the judge the calls in `todo` (a retry after refusals with seed + their count), caching each accepted
+        verdict in `hits` and the cache; the first failure as the sample's error, None when all were accepted."""
+        if not todo:
+            return None
+        self.spend.check()  # --judge-budget against real use: stop (resumably) before paying more
+        seeds = {i: self.args.seed + self.cache().refusals(keys[i]) for i in todo}
+        asks = [Request(f"{sample.id}/{i}", asked[i], self.args.max_tokens, user_text=asked[i],
+                        sampling=(("seed", seeds[i]), ("temperature", self.args.temperature), ("top_p", self.args.top_p)))
+                for i in todo]
+        try:
+            answers = self.client().generate(asks)
+        except CtxbenchError as e:  # unreachable, credentials refused, a prompt over the judge's context
+            return f"judge: {e}"
+        errors = []
+        for i, p in zip(todo, answers):
+            if p.error:
+                errors.append(f"judge: {p.error}")
+                continue
+            entry = {"output": p.text, "prompt_tokens": p.prompt_tokens, "completion_tokens": p.generated_tokens, "seed": seeds[i]}
+            self.spend.add(1, (p.prompt_tokens or 0) + (p.generated_tokens or 0))
+            try:
+                self.accept(i, p.text, sample)
+            except Refused as e:
+                self.cache().put_refused(keys[i], {**entry, "reason": str(e)})
+                judge.setdefault("refused", []).append({"call": i, "reason": str(e), "output": p.text, "seed": seeds[i]})
+                errors.append(f"judge: refused verdict ({self.protocol} call {i}: {e})")
+                continue
+            hits[i] = entry
+            self.cache().put(keys[i], entry)
+        return errors[0] if errors else None
 
     def cache_key(self, prompt: str) -> str:
-        ident = {"model": self.args.model, "version": self.version, "protocol": self.protocol,
-                 "temperature": self.args.temperature, "max_tokens": self.args.max_tokens, "prompt": prompt}
+        ident = {"model": self.args.model, "version": self.version, "protocol": self.protocol, **self.settings, "prompt": prompt}
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
     def cache(self) -> JudgeCache:
@@ -245,18 +269,26 @@ class Judged(Task):
         return self._cache
 
     def client(self) -> Any:
-        """The judge's openai backend, built on the first paid call (a run whose verdicts are all cached builds none)."""
+        """The judge's openai backend, built on the first paid call (a run whose verdicts are all cached builds none).
+        A judge that cannot be built (unreachable, credentials refused) fails every later sample of this run at once
+        with the same error, without probing the server again; a rerun tries again."""
+        if self._client_error is not None:
+            raise ConfigError(self._client_error)
         if self._client is None:
             from ctxbench.harness.core import registry
 
             args = {"api": "chat", "prefill": "user", "base_url": self.args.base_url, "api_key_env": self.args.api_key_env,
                     "tokenizer": "smollm2-135m", "context_length": 131072, **self.args.backend_args}
-            self._client = registry.get("backend", "openai")(model=self.args.model, **args)
+            try:
+                self._client = registry.get("backend", "openai")(model=self.args.model, **args)
+            except CtxbenchError as e:
+                self._client_error = str(e)
+                raise
         return self._client
 
 
 class JudgedQA(Judged):
-    """HELMET's long-document QA judge: fluency (0-1) x correctness (0-3) / 3."""
+    """HELMET's long-document QA judge: fluency x correctness / 3."""
 
     Args = QAJudgeArgs
     metric = "judge/qa"
@@ -274,110 +306,17 @@ class JudgedQA(Judged):
                               "name the field that holds the question")
         return {"question": str(question)}
 
-    def prompts(self, prediction: str, sample: Sample) -> list[str]:
+    def judge_prompts(self, prediction: str, sample: Sample) -> tuple[list[str], list[str]]:
+        answer, flags = within_budget(parsed_answer(prediction), sample.max_new_tokens)
         return [QA_PROMPT.format(question=sample.meta["question"], correct_answers=str(list(sample.answers)),
-                                 parsed_output=parsed_answer(prediction))]
+                                 parsed_output=answer)], flags
 
-    def verdict(self, call: int, text: str) -> dict[str, int] | None:
-        return qa_verdict(text)
+    def accept(self, call: int, text: str, sample: Sample) -> dict[str, Any]:
+        return verdicts.qa_values(text)
 
-    def combine(self, verdicts: list[dict[str, int]], sample: Sample) -> float:
-        return verdicts[0]["fluency"] * verdicts[0]["correctness"] / 3
-
-
-class SummaryJudgeArgs(JudgeArgs):
-    task: str = Field("infinitebench/longbook_sum_eng", description="the judged summarisation task (its answers[0] is the "
-                      "expert summary)")
-    keypoints_file: str | None = Field(None, description="HELMET's key points of each item, JSON lines {id, keypoints} "
-                                       "(data/infbench/longbook_sum_eng_keypoints.jsonl of HELMET's data)")
-    book: bool = Field(True, description="HELMET's prompts for novels (InfiniteBench); false: its legal-case prompts (Multi-LexSum)")
-
-
-class JudgedSummary(Judged):
-    """HELMET's summarisation judge: three calls (fluency 0-1, key points recalled, supported sentences); the score is
-    fluency x F1 of key-point recall and sentence precision."""
-
-    Args = SummaryJudgeArgs
-    metric = "judge/summary"
-    protocol = "helmet-summary"
-    calls_per_sample = 3
-    reference_tokens = 1024  # an expert summary or a list of key points
-    rubric_chars = len(prompts.FLUENCY_BOOK) + len(prompts.RECALL_BOOK) + len(prompts.PRECISION_BOOK)
-    summary = "{name}: {task}'s summaries scored by the LLM judge {model} with HELMET's rubric (fluency x F1 of key points)"
-    data_source = "the judged task's data and HELMET's key points (keypoints_file); paid calls (--judge-budget)"
-
-    def keypoints(self) -> dict[str, list[str]]:
-        if self.args.keypoints_file is None:
-            raise ConfigError("keypoints_file: HELMET's summary judge needs each item's key points; give HELMET's "
-                              "data/infbench/longbook_sum_eng_keypoints.jsonl (or the Multi-LexSum file)")
-        if not hasattr(self, "_keypoints"):
-            from ctxbench.tasks.realdata import read_records
-
-            rows = read_records(Path(self.args.keypoints_file).expanduser())
-            self._keypoints = {str(r.get("id")): list(r.get("keypoints") or r.get("summary/short_keypoints") or []) for r in rows}
-        return self._keypoints
-
-    def data_files(self, ctx: GenContext) -> list[Path]:
-        own = [Path(self.args.keypoints_file).expanduser()] if self.args.keypoints_file else []
-        return [*self.inner.data_files(ctx), *(p for p in own if p.is_file())]
-
-    def prepare(self, ctx: GenContext) -> None:
-        self.keypoints()
-        super().prepare(ctx)
-
-    def sample_meta(self, s: Sample, index: int, ctx: GenContext) -> dict[str, Any]:
-        item = str(s.meta.get("id", index))
-        if item not in self.keypoints():
-            raise ConfigError(f"keypoints_file: no key points for item {item!r} of {self.args.task}; give HELMET's key points file")
-        return {"keypoints": self.keypoints()[item]}
-
-    def prompts(self, prediction: str, sample: Sample) -> list[str]:
-        text, book = prediction.strip(), self.args.book
-        points = "\n".join(f"{i + 1}. {kp}" for i, kp in enumerate(sample.meta["keypoints"]))
-        return [(prompts.FLUENCY_BOOK if book else prompts.FLUENCY).format(text=text),
-                (prompts.RECALL_BOOK if book else prompts.RECALL).format(keypoints=points, summary=text),
-                (prompts.PRECISION_BOOK if book else prompts.PRECISION).format(expert_summary=sample.answers[0], summary=text)]
-
-    def verdict(self, call: int, text: str) -> dict[str, int] | None:
-        return summary_verdict(call, text)
-
-    def combine(self, verdicts: list[dict[str, int]], sample: Sample) -> float:
-        fluency, recall, precision = verdicts
-        points = len(sample.meta["keypoints"])
-        rec = min(1.0, recall["recall"] / points) if points else 0.0
-        prec = min(1.0, precision["precision"] / precision["sentence_count"]) if precision["sentence_count"] > 0 else 0.0
-        return fluency["fluency"] * 2 * rec * prec / (rec + prec) if rec + prec > 0 else 0.0
-
-
-SUMMARY_KEYS = ({"fluency": (0, 1)}, {"recall": None}, {"precision": None, "sentence_count": None})
-
-
-def summary_verdict(call: int, text: str) -> dict[str, int] | None:
-    """Call `call`'s scores (0 fluency, 1 recall, 2 precision): HELMET's parse (the last {...}, else a ```json block),
-    each needed key a whole number (fluency 0 or 1); else None."""
-    found = re.findall(r"\{.*?\}", text, re.DOTALL)
-    blocks = re.findall(r"(?:```json)(.+)(?:```)", text, re.DOTALL)
-    scores = None
-    for candidate in ([found[-1]] if found else []) + ([blocks[-1]] if blocks else []):
-        try:
-            scores = json.loads(candidate)
-            break
-        except ValueError:
-            continue
-    if not isinstance(scores, dict):
-        return None
-    out = {}
-    for key, allowed in SUMMARY_KEYS[call].items():
-        value = scores.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (allowed and value not in allowed):
-            return None
-        out[key] = value
-    return out
-
-
-@register("task", "judge/summary")
-def judge_summary(**args):
-    return JudgedSummary("judge/summary", SummaryJudgeArgs(**args))
+    def combine(self, values: list[dict[str, Any]], sample: Sample) -> tuple[float, dict[str, Any], list[str]]:
+        score, flags = verdicts.qa_score(values[0])
+        return score, {}, flags
 
 
 @register("task", "judge/qa")

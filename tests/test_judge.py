@@ -12,7 +12,7 @@ import pytest
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.judge import JudgeBudget, JudgeCost, check_budget, parse_budget
-from ctxbench.tasks.judge import parsed_answer, qa_verdict
+from ctxbench.tasks.judge import parsed_answer
 from tests.json_server import json_server
 
 JUDGE = f"judge-4o-{uuid.uuid4().hex[:8]}"  # the verdict cache is per judge model: a fresh name starts it empty
@@ -23,16 +23,21 @@ class FakeJudge:
 
     def __init__(self):
         self.calls = 0
+        self.seeds = []  # the sampling seed of every call, in order
+        self.bodies = []
         self.verdict = 'Reasoning: fine. {"fluency": 1, "correctness": 3}'
         self.reply = None  # prompt -> the judge's output, where it depends on the prompt
+        self.usage = {"prompt_tokens": 700, "completion_tokens": 20}  # as the judge's server reports each call
         self.server, self.url = json_server(lambda: {"data": [{"id": JUDGE}]}, self._answer)
 
     def _answer(self, body: dict) -> dict:
         self.calls += 1
+        self.seeds.append(body.get("seed"))
+        self.bodies.append(body)
         prompt = body["messages"][-1]["content"]
         text = self.reply(prompt) if self.reply else self.verdict
         return {"model": JUDGE, "choices": [{"message": {"content": text}}],
-                "usage": {"prompt_tokens": 700, "completion_tokens": 20}}
+                "usage": self.usage}
 
     def close(self):
         self.server.shutdown()
@@ -75,17 +80,6 @@ def test_answer_cut_as_helmet(output, parsed):
     assert parsed_answer(output) == parsed
 
 
-@pytest.mark.parametrize("text,verdict", [
-    ('think... {"fluency": 1, "correctness": 2}', {"fluency": 1, "correctness": 2}),
-    ('{"fluency": 0, "correctness": 3} then {"fluency": 1, "correctness": 1}', {"fluency": 1, "correctness": 1}),  # last
-    ('{"fluency": 1}', None),  # a score missing: no verdict (HELMET skips it; here an error row)
-    ('{"fluency": 1, "correctness": 5}', None),  # out of the rubric's range
-    ("no json at all", None),
-])
-def test_verdict_parsing(text, verdict):
-    assert qa_verdict(text) == verdict
-
-
 def test_budget_parsing_and_check():
     assert parse_budget("500") == JudgeBudget(calls=500) and parse_budget("tokens=2M") == JudgeBudget(tokens=2 << 20)
     assert parse_budget("calls=5,tokens=10k") == JudgeBudget(calls=5, tokens=10240) and parse_budget(None) is None
@@ -115,12 +109,13 @@ def test_judged_run_is_guarded_cached_and_resumable(ctxbench, tmp_path, fake_jud
     code, _, err = ctxbench(*score, "--judge-budget", "3")
     assert "judge: 3 paid calls planned" in err and fake_judge.calls == 3
     rows = [json.loads(x) for x in next(store.rglob("samples.jsonl")).read_text().splitlines()]
-    assert all(r["score"] is None and r["error"].startswith("judge: no readable verdict") for r in rows)
+    assert all(r["score"] is None and r["error"].startswith("judge: refused verdict (helmet-qa call 0: qa verdict: no "
+                                                            "readable JSON object") for r in rows)
 
     fake_judge.verdict = 'The answer matches. {"fluency": 1, "correctness": 2}'
     code, _, err = ctxbench(*score, "--judge-budget", "3")  # the rerun retries the failed samples
     assert code == 0, err
-    assert fake_judge.calls == 6
+    assert fake_judge.calls == 6 and fake_judge.seeds == [42] * 3 + [43] * 3  # a retry after a refusal: its own seed
     latest = {json.loads(x)["id"]: json.loads(x) for x in next(store.rglob("samples.jsonl")).read_text().splitlines()}
     assert all(r["score"] == pytest.approx(2 / 3) for r in latest.values())
     judge = next(iter(latest.values()))["judge"]
@@ -131,22 +126,6 @@ def test_judged_run_is_guarded_cached_and_resumable(ctxbench, tmp_path, fake_jud
     code, _, err = ctxbench(*score, "--fresh", "--judge-budget", "3")  # re-scored from scratch: every verdict cached
     assert code == 0 and fake_judge.calls == 6
     assert all(json.loads(x)["judge"]["cached"] == 1 for x in next(store.rglob("samples.jsonl")).read_text().splitlines())
-
-
-# HELMET's summary verdicts: the last {...} (else a ```json block), whole numbers, fluency 0 or 1
-@pytest.mark.parametrize("call,text,verdict", [
-    (0, 'The text is fluent. {"fluency": 1}', {"fluency": 1}),
-    (0, '{"fluency": 2}', None),
-    (1, 'Points 1 and 3 are present. {"recall": 2}', {"recall": 2}),
-    (1, '{"recall": "two"}', None),
-    (2, 'Output: {"precision": 5, "sentence_count": 15}', {"precision": 5, "sentence_count": 15}),
-    (2, '{"precision": 5}', None),
-    (2, '```json\n{"precision": 1, "sentence_count": 2}\n```', {"precision": 1, "sentence_count": 2}),
-])
-def test_summary_verdicts(call, text, verdict):
-    from ctxbench.tasks.judge import summary_verdict
-
-    assert summary_verdict(call, text) == verdict
 
 
 def test_summary_judge_scores_fluency_times_f1(ctxbench, tmp_path, fake_judge):
