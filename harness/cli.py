@@ -27,7 +27,7 @@ from ctxbench.harness.cli_generation import generation as protocol
 from ctxbench.harness.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConfigError, CtxbenchError
 from ctxbench.harness.core.io import atomic_write
 from ctxbench.harness.core.prompting import check_template_name
-from ctxbench.harness.core.redact import redact
+from ctxbench.harness.core.redact import printable, redact
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Measure how much of its context a language model can really use.")
@@ -68,7 +68,8 @@ def score(
     seed: Optional[int] = typer.Option(None, help="override the suite's seed"),
     data_dir: Optional[Path] = typer.Option(None, help="local data (pg_essays/, squad/, hotpotqa/); env CTXBENCH_DATA_DIR"),
     fresh: bool = typer.Option(False, help="discard earlier results of this run and start over"),
-    label: Optional[str] = typer.Option(None, help="display name on leaderboards (default: the model)"),
+    label: Optional[str] = typer.Option(None, help="display name on leaderboards (default: the model); control "
+                                         "characters are kept as visible escapes (\\x1b)"),
     judge_budget: Optional[str] = typer.Option(None, "--judge-budget", help="LLM-judge tasks (judge/*): the paid judge "
                                                "calls allowed, N or calls=N,tokens=N; a run over it is refused before it starts"),
     rope_scaling: Optional[str] = typer.Option(None, help="zero-shot context extension TYPE:FACTOR (linear, dynamic, yarn, llama3)"),
@@ -126,6 +127,7 @@ def score(
         args["rope_scaling"] = rope_scaling
     log_samples_note(log_samples)
     model, store_dir = choice.model, choice.store
+    label = printable(label) if label else label  # escape codes never reach a terminal, a record or a board
     plan = RunPlan(s, model, choice.backend, args, store_dir, _data_dir(data_dir), label or "", _shard(shard), generation,
                    sequential)
     try:
@@ -134,7 +136,7 @@ def score(
         o = e.outcome
         err.print(f"interrupted at {o.done}/{o.planned}; rerun the same command to resume", highlight=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    _print_outcome(outcome, f"{label or model}", s.name, sequential is not None, store_dir)
+    _print_outcome(outcome, printable(label or model), s.name, sequential is not None, store_dir)
 
 
 def _print_outcome(outcome, name: str, suite: str, sequential: bool, store_dir: Path) -> None:
@@ -303,7 +305,7 @@ def _one_line_usage(e: Exception) -> tuple[str, int]:
 
 def _warn_one_line(message, category, filename, lineno, file=None, line=None) -> None:
     """Warnings (a skipped corrupt line, a rebuilt cache entry) as one line each, without the source excerpt."""
-    err.print(f"warning: {' '.join(str(message).split())}", highlight=False, soft_wrap=True, markup=False)
+    err.print(f"warning: {printable(' '.join(str(message).split()))}", highlight=False, soft_wrap=True, markup=False)
 
 
 def _interrupted(e: BaseException | None, *, say: bool = True) -> None:
@@ -328,7 +330,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)  # typer.Exit(n) comes back as a return value here
     except CtxbenchError as e:
-        err.print(f"error: {redact(e)}", highlight=False, soft_wrap=True, markup=False)
+        err.print(f"error: {printable(redact(e), keep_lines=True)}", highlight=False, soft_wrap=True, markup=False)
         sys.exit(EXIT_USAGE)
     except OSError as e:  # a path the user gave cannot be read or written (permissions, a full disk, a file as a dir)
         if e.filename is None:

@@ -67,15 +67,23 @@ class RunPlan:
 
     def run_id(self) -> str:
         """`<label>-<suite>-<hash of identity>`; a run an older ctxbench started (it hashed every argument) is
-        found by its record, so a resume with other execution settings continues it."""
+        found by its record, so a resume with other execution settings continues it.
+
+        A label whose slug loses something (CJK, punctuation, over 40 characters) has the full label in the hash, so
+        two labels never share a run; an ASCII label that is its own slug keeps the id it always had, and a run of a
+        lossy label stored under the older id (no label in its hash) is still found by the label in its record."""
         ident = {"suite": self.suite.model_dump(mode="json"), "model": self.model, "backend": self.backend,
                  "args": self.identity_args()}
         if self.generation.identity():  # a default protocol hashes as before: older runs keep their ids
             ident["generation"] = self.generation.identity()
-        blob = json.dumps(ident, sort_keys=True)
         prefix = f"{slug(self.label or Path(self.model).name or self.model)}-{slug(self.suite.name)}"
-        new = f"{prefix}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
-        return new if (Path(self.out_dir) / new).exists() else (_older_run(self, prefix) or new)
+        legacy = f"{prefix}-{_digest(ident)}"
+        new = legacy if not self.label or slug(self.label) == self.label else f"{prefix}-{_digest({**ident, 'label': self.label})}"
+        if (Path(self.out_dir) / new).exists():
+            return new
+        if new != legacy and _record_label(Path(self.out_dir) / legacy) == self.label:
+            return legacy  # scored before labels were hashed: resumed, not started again
+        return _older_run(self, prefix) or new
 
     def secrets(self) -> list[str]:
         """URL passwords and tokens in the backend arguments: redacted wherever the record holds them."""
@@ -84,6 +92,18 @@ class RunPlan:
     def in_shard(self, sample_id: str) -> bool:
         i, n = self.shard
         return n == 1 or int(hashlib.sha1(sample_id.encode()).hexdigest(), 16) % n == i
+
+
+def _digest(ident: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def _record_label(run_dir: Path) -> str | None:
+    """The label a stored run's record names (None: no readable record)."""
+    try:
+        return json.loads((run_dir / "record.json").read_text(encoding="utf-8")).get("label")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _older_run(plan: RunPlan, prefix: str) -> str | None:

@@ -54,3 +54,15 @@ def redact_all(value: Any, secrets: Iterable[str] = ()) -> Any:
     if isinstance(value, (list, tuple)):
         return [redact_all(v, secrets) for v in value]
     return value
+
+
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNPRINTABLE_INLINE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: Any, *, keep_lines: bool = False) -> str:
+    """`text` safe to show on a terminal, in a page or a table cell: control characters (ESC, BEL, a newline) and
+    bidirectional overrides become visible escapes (`\\x1b`, `\\u202e`), so a label cannot clear a screen, retitle a
+    window or reorder a table. Other text, CJK included, is kept. `keep_lines` keeps newlines and tabs."""
+    pattern = _UNPRINTABLE_INLINE if keep_lines else _UNPRINTABLE
+    return pattern.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
