@@ -37,6 +37,7 @@ from .tables import (
     examples_display,
     main_tables,
     marks_legend,
+    over_budget_notes,
     rank_note,
     reasoning_display,
     summary_frame,
@@ -228,7 +229,7 @@ def build_report(
     """
     out = Path(out_dir)  # created only in _write, once every number is computed and every input checked
     head, provenance = provenance_section(runs)
-    head = (*head, *notes)
+    head = (*head, *notes, *over_budget_notes(cells))
     df, long_cells, short_section, short_records = _split_short_context(df, cells, n_boot=n_boot, seed=seed, ci=ci)
     base = {"title": title, "provenance": {"header": list(head), "runs": [] if runs is None else _records(runs)}}
     if df.empty:  # only short-context results: no length axis to report

@@ -36,7 +36,7 @@ SCORE_COLUMNS = ["model", "run_id", "task", "category", "length", "depth", "inde
                  "claimed_length", "prediction", "answers", "fingerprint", "prompt_hash", "empty", "cluster"]
 # unfinished: samples whose reasoning never closed (thinking_unfinished, counted 0); reasoning_tokens: their mean per cell
 CELL_COLUMNS = ["model", "task", "length", "planned", "done", "errored", "pending", "errors", "unfinished", "reasoning_tokens",
-                "stopped", "sequential_lo", "sequential_hi", "sequential"]
+                "stopped", "sequential_lo", "sequential_hi", "sequential", "over_budget"]
 # stopped: samples a sequential run (--until) never scored because its verdict at that length was known (not pending);
 # sequential_lo/hi/sequential: that length's anytime-valid interval and its decision in words (harness/adaptive.py)
 
@@ -262,6 +262,7 @@ def _cells(units: dict, pending: dict, stopped: dict, sequential: dict) -> pd.Da
         if row.get("reasoning_tokens") is not None:
             thinking[cell].append(int(row["reasoning_tokens"]))
         counts[cell]["unfinished"] += row.get("failure") == "thinking_unfinished"
+        counts[cell]["over_budget"] += bool(row.get("over_budget"))  # answers a server sent past max_new_tokens, cut
         failed[sample] = failed.get(sample, False) or row.get("score") is None
         if row.get("score") is None:
             reasons[cell][error_reason(str(row.get("error") or "error"))] += 1
@@ -282,7 +283,7 @@ def _cells(units: dict, pending: dict, stopped: dict, sequential: dict) -> pd.Da
         vs = (seq.get("rule") or {}).get("until") == "vs"  # its interval is of the difference, not of the score
         lo, hi = (math.nan if vs or seq.get(k) is None else float(seq[k]) for k in ("lo", "hi"))
         rows.append((*cell, c["done"] + c["errored"] + c["pending"] + c["stopped"], c["done"], c["errored"], c["pending"],
-                     errors, c["unfinished"], mean_thinking, c["stopped"], lo, hi, words))
+                     errors, c["unfinished"], mean_thinking, c["stopped"], lo, hi, words, c["over_budget"]))
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 

@@ -310,3 +310,14 @@ def reasoning_display(cells: pd.DataFrame | None) -> Table | None:
     rows = tuple((str(r.model), str(r.task), format_length(int(r.length)), f"{float(r.reasoning_tokens):.0f}",
                   str(int(r.unfinished)), f"{int(r.done)}") for r in shown.itertuples())
     return Table(headers=("Model", "Task", "Length", "Mean reasoning tokens", "thinking_unfinished", "Scored"), rows=rows)
+
+
+def over_budget_notes(cells: pd.DataFrame | None) -> tuple[str, ...]:
+    """One line naming the models whose server ignored max_new_tokens (rows with `over_budget`): their answers were
+    cut at the budget before scoring, and their generated-token costs are the budget's, not what the server sent."""
+    if cells is None or "over_budget" not in cells or not cells["over_budget"].fillna(0).any():
+        return ()
+    per_model = cells.groupby("model")["over_budget"].sum()
+    named = ", ".join(f"{model} ({int(n)} answer{'s' if n != 1 else ''})" for model, n in per_model.items() if n)
+    return (f"Server ignored the answer budget: {named}. Those answers were longer than max_new_tokens and were cut "
+            "at the budget before scoring (row key over_budget).",)
