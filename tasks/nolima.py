@@ -6,10 +6,14 @@ non-commercial research only, so ctxbench never ships them). The tests are built
 builds them: every (entry, question type, test) of the needle set, its {1}, {2}... arguments filled in (a
 question keeps only its last filled placeholder, as there), and per test, book and depth a character drawn
 from the entry's character set by NumPy's legacy generator seeded with base_seed + the entry's 4-digit id +
-the book's number - 1, one draw per depth in order. Placement is ctxbench's: the needle goes at the sentence
+the book's position in NoLiMa's haystack listing (its os.listdir order, which varies across filesystems; here the
+sorted order by default, so position = number - 1, or `listing` to reproduce a given run), one draw per depth in
+order. Placement is ctxbench's: the needle goes at the sentence
 boundary of the book nearest its depth, and the book text fills the sample's length (NoLiMa's context_length
 counts the book's tokens only, ctxbench's length the whole prompt, generation included). NoLiMa's default
-template, 192 new tokens; score "contains": 1 when the gold character's name occurs in the answer, case-sensitive.
+template after NoLiMa's system message "You are a helpful assistant" (async_api_connector.py sends it on every call,
+whatever the needle set's system_prompt; `system_prompt: null` sends none, and a run's --system-prompt replaces
+it), 192 new tokens; score "contains": 1 when the gold character's name occurs in the answer, case-sensitive.
 
 A sample's index is (test, book, depth): index = (test * books + book) * depths + depth.
 """
@@ -37,6 +41,7 @@ TEMPLATE = ("You will answer a question based on the following book snippet:\n\n
             "facts or strong, logical inferences.\n\nQuestion: {question}\n\n Return only the final answer with no additional "
             "explanation or reasoning.")  # run_tests.py DEFAULT_TASK_TEMPLATE
 _SLOT = "\x00HAYSTACK\x00"
+SYSTEM_PROMPT = "You are a helpful assistant"  # evaluation/async_api_connector.py APIConnector.SYSTEM_PROMPT (no period)
 
 
 class NolimaArgs(TaskArgs):
@@ -49,6 +54,11 @@ class NolimaArgs(TaskArgs):
                                                      "default: data_dir/nolima/, else the hub")
     base_seed: int = Field(42, description="NoLiMa's --base_seed: draws each depth's character")
     tokens_to_generate: int = Field(192, ge=1, description="tokens to generate (NoLiMa's model configs: 192)")
+    system_prompt: str | None = Field(SYSTEM_PROMPT, description="system message before every prompt (NoLiMa always "
+                                      "sends 'You are a helpful assistant'); null: none. A run's --system-prompt replaces it")
+    listing: list[int] | None = Field(None, description="the books in the order NoLiMa's os.listdir listed them in the run "
+                                      "to reproduce (e.g. [4, 5, 3, 1, 2]): a book's character seed adds its position "
+                                      "there; default: sorted, position = number - 1")
 
     @field_validator("depths")
     @classmethod
@@ -61,6 +71,17 @@ class NolimaArgs(TaskArgs):
         if not v or any(not 1 <= b <= 5 for b in v):
             raise ValueError("books: NoLiMa has rand_book_1 ... rand_book_5; give numbers in 1..5")
         return v
+
+    @field_validator("listing")
+    @classmethod
+    def _listing(cls, v):
+        if v is not None and sorted(v) != [1, 2, 3, 4, 5]:
+            raise ValueError("listing: give each of the books 1..5 once, in the order os.listdir listed them")
+        return v
+
+    def position(self, book: int) -> int:
+        """The book's place in NoLiMa's haystack listing (its character seed offset)."""
+        return self.listing.index(book) if self.listing else book - 1
 
 
 def nolima_contains(prediction: str, golds) -> float:
@@ -177,19 +198,23 @@ class Nolima(Task):
         if "{CHAR}" in needle:
             if not test["characters"]:
                 raise ConfigError(f"needle_set: entry {test['name']} has {{CHAR}} but no character_set")
-            character = character_at(test["characters"], self.args.base_seed + test["seed"] + number - 1, depth_no)
+            character = character_at(test["characters"], self.args.base_seed + test["seed"] + self.args.position(number), depth_no)
             needle, question, golds = needle.replace("{CHAR}", character), question.replace("{CHAR}", character), [character]
         head, tail = test["template"].format(haystack=_SLOT, question=question).split(_SLOT)
         layout = EssayLayout(self.book(number, ctx), [needle], [depths[depth_no]], ctx)
 
+        system = self.args.system_prompt if ctx.renderer.system is None else None  # the run's own replaces it
+
         def build(n: int):
             context, realised = layout.context(n)
-            return ctx.renderer.render(head + context + tail), realised
+            text = head + context + tail
+            return ctx.renderer.render([{"role": "system", "content": system}, {"role": "user", "content": text}]
+                                       if system is not None else text), realised
 
         budget = length - self.max_new_tokens
         fitted = fit_units(budget=budget, build=build, estimate=layout.estimate, count=ctx.count, count_short=ctx.count_short,
                            state=self.fit_state(ctx, length), max_units=int(budget * 2), what=self.name)
-        meta = {"test": test["name"], "book": number, "depth": depths[depth_no], "character": character,
+        meta = {"test": test["name"], "book": number, "depth": depths[depth_no], "character": character, "system_prompt": system,
                 "haystack_units": fitted.n,  # one needle's depths in one book share a cluster, as a niah grid's do
                 "cluster": f"{self.name}:{length}:{test['name']}:{number}"}
         return self.make_sample(length=length, index=index, text=fitted.text, tokens=fitted.tokens, answers=golds,
