@@ -24,7 +24,7 @@ from ctxbench.harness.cli_common import (
     writable_dir,
 )
 from ctxbench.harness.cli_generation import generation as protocol
-from ctxbench.harness.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConfigError, CtxbenchError
+from ctxbench.harness.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConfigError, CtxbenchError, exit_internal
 from ctxbench.harness.core.io import atomic_write
 from ctxbench.harness.core.prompting import check_template_name
 from ctxbench.harness.core.redact import printable, redact
@@ -358,7 +358,7 @@ def main() -> None:
             if text:
                 err.print(text, highlight=False, soft_wrap=True, markup=False)
             sys.exit(code)
-        raise
+        exit_internal(e)  # a bug: exit 1, one line, the traceback saved to a file it names
     if code == EXIT_INTERRUPTED:  # typer returns Ctrl-C in a command as 130, unsaid unless the command said it
         _interrupted(None, say=not signals.announced())
     if isinstance(code, int) and code:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_write, jsonable
 
 from . import plots, short_context
@@ -166,6 +167,10 @@ def _preamble(avgs: pd.DataFrame, *, threshold: float | str, thr: float, rule: R
 def _curves_section(avgs: pd.DataFrame, summary: pd.DataFrame, thr: float) -> Section:
     """Score by length, one curve per model; models scored on other tasks are drawn apart."""
     drawn = avgs[pd.notna(avgs["mean"])]
+    if drawn.empty:  # e.g. a paper's per-task rows with no task at every one of its lengths: no average to draw
+        return Section(title="Score by length", markdown=False, paragraphs=(
+            "No curve: no model has an average at any length (each length's average needs the tasks scored at "
+            "every one of that model's lengths).",))
     _, apart = comparison_groups(summary)
     labels = {r.model: f"{r.model} ({curve_tasks(r)}{'; other tasks' if r.model in apart else ''})"
               for r in summary.itertuples()}
@@ -241,7 +246,7 @@ def build_report(
     avgs = length_averages(df, long_cells, n_boot=n_boot, seed=seed, ci=ci)
     thr, summary = _model_summary(df, avgs, threshold=threshold, rule=rule, relative=relative)
     cats = category_table(df)
-    compared = [paired_comparison(df, model_a=a, model_b=b, seed=seed) for a, b in comparisons]
+    compared = [_compared(df, a, b, seed=seed) for a, b in comparisons]
     tasks_shown = tasks[tasks["source"] == "measured"]
     preamble, sections = _sections(
         df, avgs=avgs, summary=summary, cats=cats, tasks=tasks_shown if len(tasks_shown) else None, compared=compared,
@@ -282,11 +287,22 @@ def _short_only_report(out: Path, title: str, head, sections, results: dict, df:
 def _model_summary(df: pd.DataFrame, avgs: pd.DataFrame, *, threshold: float | str, rule: Rule,
                    relative: float | None) -> tuple[float, pd.DataFrame]:
     """The threshold resolved, and per model its effective lengths (absolute, and relative where asked) and averages."""
-    thr = resolve_threshold(avgs, threshold)
+    try:
+        thr = resolve_threshold(avgs, threshold)
+    except ValueError as e:  # the user's --threshold (a number out of range, an unknown model or length)
+        raise ConfigError(f"--threshold: {e}") from None
     eff = effective_length(avgs, threshold=thr, rule=rule)
     if relative is not None:
         eff = eff.merge(relative_effective_length(avgs, percent=relative, rule=rule), on="model", how="left")
     return thr, summary_frame(avgs, eff, weighted_averages(avgs), model_meta(df))
+
+
+def _compared(df: pd.DataFrame, model_a: str, model_b: str, *, seed: int) -> PairedComparison:
+    """A paired comparison the user asked for (--compare); a model it cannot pair is their input to fix."""
+    try:
+        return paired_comparison(df, model_a=model_a, model_b=model_b, seed=seed)
+    except ValueError as e:
+        raise ConfigError(f"--compare {model_a}:{model_b}: {e}; name two models on the board that share samples") from None
 
 
 def _reasoning_section(cells: pd.DataFrame | None) -> Section | None:

@@ -54,11 +54,9 @@ def board_build(
         notes.append(f"{len(frames.skipped)} corrupt stored lines were skipped (first: {frames.skipped[0]})")
     for note in notes:
         err.print(f"note: {note}", highlight=False, markup=False)
-    try:
-        report = build_report(df, out_dir=out_dir, cells=frames.cells, runs=frames.runs, notes=notes, threshold=thr,
-                              title=title, comparisons=pairs, examples=examples(frames.scores), relative=relative_effective)
-    except (ValueError, KeyError) as e:
-        raise ConfigError(f"board build: {e}") from None
+    # what the user can fix (--threshold, --compare) is a ConfigError from here; any other exception is a bug
+    report = build_report(df, out_dir=out_dir, cells=frames.cells, runs=frames.runs, notes=notes, threshold=thr,
+                          title=title, comparisons=pairs, examples=examples(frames.scores), relative=relative_effective)
     out.print(f"wrote {report.markdown}, {report.html}, {report.csv}, {report.json} and "
               f"{out_dir / 'summary'}/<model>/<length>/summary.csv", highlight=False, markup=False, soft_wrap=True)
     out.print(f"open {report.html} in a browser to see the board", highlight=False, markup=False, soft_wrap=True)
