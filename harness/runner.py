@@ -40,7 +40,7 @@ from ctxbench.harness.core.config import Suite
 from ctxbench.harness.core.metrics import is_empty
 from ctxbench.harness.core.progress import progress
 from ctxbench.harness.core.provenance import plugins_used, versions
-from ctxbench.harness.core.reasoning import UNFINISHED, opened_in_prompt, split_reasoning
+from ctxbench.harness.core.reasoning import UNFINISHED, opened_in_prompt
 from ctxbench.harness.core.redact import redact_all
 from ctxbench.harness.core.rows import Row
 from ctxbench.harness.core.signals import Interrupted
@@ -329,13 +329,14 @@ def _logprob_rows(task, batch: list[Sample], backend) -> list[Row]:
 
 
 
-def _thinking(s: Sample, p: Prediction, tokenizer: Any) -> tuple[str, bool, dict[str, Any]]:
+def _thinking(task, s: Sample, p: Prediction, tokenizer: Any) -> tuple[str, bool, dict[str, Any]]:
     """Thinking mode: (the answer, whether the reasoning closed, the row's reasoning fields). The reasoning is
-    stripped before scoring and stored beside the answer with its token count: the backend's own count, else every
-    generated token for a block that never closed, else the model's tokenizer on the reasoning as written
-    (delimiters included). A block that never closed is a failed sample (`failure: thinking_unfinished`): it counts
-    0 in its cell's denominator, its text is never scored, and a rerun does not retry it."""
-    split = split_reasoning(p.text, api_reasoning=p.reasoning, opened=opened_in_prompt(s.prompt))
+    stripped before scoring, as the task splits it (Task.split_thinking), and stored beside the answer with its
+    token count: the backend's own count, else every generated token for a block that never closed, else the
+    model's tokenizer on the reasoning as written (delimiters included). A block that never closed is a failed
+    sample (`failure: thinking_unfinished`): it counts 0 in its cell's denominator, its text is never scored, and a
+    rerun does not retry it."""
+    split = task.split_thinking(p.text, s, api_reasoning=p.reasoning, opened=opened_in_prompt(s.prompt))
     tokens = p.reasoning_tokens
     if not split.reasoning:
         tokens = 0
@@ -351,7 +352,7 @@ def _thinking(s: Sample, p: Prediction, tokenizer: Any) -> tuple[str, bool, dict
 def _row(task, s: Sample, p: Prediction, gen: Generation = Generation(), tokenizer: Any = None,
          repeat: int = 0) -> Row:
     """A sample's row; in thinking mode the reasoning is split off first (_thinking) and only the answer is scored."""
-    answer, finished, thinking = _thinking(s, p, tokenizer) if gen.on and not p.error else (p.text, True, {})
+    answer, finished, thinking = _thinking(task, s, p, tokenizer) if gen.on and not p.error else (p.text, True, {})
     score, judged, failed = (None, {}, None) if p.error else _score(task, answer, s) if finished else (0.0, {}, None)
     return Row(
         id=repeat_id(s.id, repeat), task=s.task, category=task.category, length=s.length, index=s.index,

@@ -15,6 +15,7 @@ from ctxbench.harness.core.additivity import Additivity, check, refused
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.fitting import FitState
 from ctxbench.harness.core.prompting import Rendered
+from ctxbench.harness.core.reasoning import Split, split_reasoning
 from ctxbench.harness.core.types import LogprobRequest, Sample, TokenLogprobs
 
 
@@ -184,6 +185,11 @@ class Task:
         from ctxbench.harness.core import registry
 
         return registry.get("metric", sample.metric)(prediction, sample.answers)
+
+    def split_thinking(self, text: str, sample: Sample, *, api_reasoning: str | None, opened: bool) -> Split:
+        """Thinking mode: the answer scored and the reasoning stored (harness/core/reasoning.py). A benchmark whose
+        official code splits otherwise overrides it (HELMET: after the last </think>, an open block scored as text)."""
+        return split_reasoning(text, api_reasoning=api_reasoning, opened=opened)
 
     def score_row(self, prediction: str, sample: Sample) -> tuple[float | None, dict[str, Any], str | None]:
         """(score, extra row fields, error). A scorer that can fail (a paid judge) returns an error: the sample is

@@ -6,9 +6,11 @@ HELMET's own files (data.tar.gz of the princeton-nlp/HELMET hub dataset, data/ki
 length, a question with k retrieved passages: RAG k = 50/105/220/440/1000 and re-rank k = 50/130/285/600/1000 at
 8K/16K/32K/64K/128K. A sample of length L reads the file of the largest HELMET length at most L (or `k`).
 As HELMET: 100 test items drawn with random.seed(42) from the sorted question keys (file order kept), 2
-demonstrations per item drawn by a per-question seed, no chat template, 20 (re-rank: 200) new tokens, the
-generation cut at the first newline, the end of the passages cut when the prompt is too long.
-Scores: RAG substring exact match; re-rank NDCG@10 of the parsed ranking (tasks/helmet_metrics.py).
+demonstrations per item drawn by a per-question seed, no chat template, 20 (re-rank: 200) new tokens, the end
+of the passages cut when the prompt is too long.
+Scores, as HELMET's eval.py runs them (tasks/helmet_metrics.py): the prompt's answer cue put before the output, no
+newline cut (HELMET's configs ask for one under a key its parser never reads; `stop_newline: true` gives it), in
+thinking mode the text after the last </think>. RAG substring exact match; re-rank NDCG@10 of the parsed ranking.
 
 Licences: HELMET's code MIT; KILT MIT, Natural Questions CC BY-SA 3.0, TriviaQA Apache-2.0, HotpotQA CC BY-SA 4.0,
 PopQA MIT; MS MARCO is for non-commercial research only (Microsoft's terms). Nothing is shipped: the files are
@@ -22,16 +24,17 @@ import math
 import random
 import tarfile
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.reasoning import Split
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Sample
 from ctxbench.tasks.base import Task, TaskArgs
-from ctxbench.tasks.helmet_metrics import rerank_ndcg, substring_em
+from ctxbench.tasks.helmet_metrics import helmet_output, rerank_ndcg, substring_em, thinking_split
 from ctxbench.tasks.realdata import fit_context, head_cut, hub_file, read_records, renderer_for
 
 HUB = "princeton-nlp/HELMET"
@@ -52,6 +55,36 @@ RERANK_PROMPT = ("You are provided with a list of documents, each indicated by t
                  "Ranking: ID3 > ID1 > ID2\n\n")  # "relelvant" is HELMET's spelling
 
 
+STOP_NEWLINE_HELP = ("score the output's first line only: the stop HELMET's configs ask for (stop_new_line: true) but "
+                     "its code never applies, so its published numbers are not cut (false, the default); "
+                     "thinking mode never cuts")
+
+
+class HelmetScoring:
+    """Scoring as HELMET's eval.py: the prompt's answer cue (`cue`, HELMET's system_template) goes before the output
+    when no chat template was used, the output is cut at a newline only with stop_newline, and in thinking mode
+    split_thinking does eval.py's work (the cue, then the text after the last </think>)."""
+
+    cue: ClassVar[str] = "Answer:"
+    args: Any
+
+    def helmet_text(self, prediction: str, sample: Sample) -> str:
+        """The text HELMET's metric reads for this prediction."""
+        if sample.meta.get("thinking"):  # split_thinking has already made it
+            return prediction
+        return helmet_output(prediction, self.cue, prepend=sample.meta.get("template") != "chat",
+                             stop_newline=self.args.stop_newline)
+
+    def split_thinking(self, text: str, sample: Sample, *, api_reasoning: str | None, opened: bool) -> Split:
+        cue = self.cue if sample.meta.get("template") != "chat" else ""
+        return thinking_split(text, cue=cue, api_reasoning=api_reasoning)
+
+
+def thinking_meta(ctx: GenContext) -> dict[str, bool]:
+    """{"thinking": True} in thinking mode (the sample cache is keyed by the mode), so that scoring knows."""
+    return {"thinking": True} if getattr(ctx.renderer, "thinking", "off") == "on" else {}
+
+
 class HelmetArgs(TaskArgs):
     data_path: str | None = Field(None, description="folder holding HELMET's data/ (kilt/, msmarco/); default: data_dir/helmet/, "
                                                      "else data.tar.gz from the hub (11 GB, once)")
@@ -61,6 +94,7 @@ class HelmetArgs(TaskArgs):
     seed: int = Field(42, description="HELMET's --seed: draws the test items (not the suite's seed)")
     plain: bool = Field(True, description="no chat template, as HELMET's configs (use_chat_template: false)")
     max_new_tokens: int | None = Field(None, ge=1, description="tokens to generate; default: HELMET's (RAG 20, re-rank 200)")
+    stop_newline: bool = Field(False, description=STOP_NEWLINE_HELP)
 
 
 def local_helmet_file(relative: str, args: HelmetArgs, data_dir: Path | None) -> Path | None:
@@ -136,7 +170,7 @@ def key_seed(value: Any) -> int:
     return int(hashlib.sha256(str(value).encode("utf-8")).hexdigest(), 16) % 2**31
 
 
-class HelmetTask(Task):
+class HelmetTask(HelmetScoring, Task):
     """A HELMET file-backed category: the file depends on the length (its k), the items on HELMET's draw."""
 
     Args = HelmetArgs
@@ -218,7 +252,7 @@ class HelmetRag(HelmetTask):
         fit, template = self.fit(ctx, head, context, f"\n\nQuestion: {rec['question']}\nAnswer:", length,
                                  f"{self.name} item {index} (k={k})")
         meta = {"k": k, "id": rec.get(key), "template": template, "truncated_tokens": fit.truncated_tokens,
-                "context_tokens": fit.context_tokens}
+                "context_tokens": fit.context_tokens, **thinking_meta(ctx)}
         return self.make_sample(length=length, index=index, text=fit.rendered, tokens=fit.tokens,
                                 answers=[str(a) for a in _flat(rec["answers"])], meta=meta)
 
@@ -234,7 +268,7 @@ class HelmetRag(HelmetTask):
         return text + "\n\n"
 
     def score(self, prediction: str, sample: Sample) -> float:
-        return substring_em(prediction, sample.answers)
+        return substring_em(self.helmet_text(prediction, sample), sample.answers)
 
 
 class HelmetRerank(HelmetTask):
@@ -244,6 +278,7 @@ class HelmetRerank(HelmetTask):
     data_source = "princeton-nlp/HELMET data/msmarco (hub data.tar.gz; MS MARCO: non-commercial), or data_path"
     k_by_length = RERANK_K
     default_new_tokens = 200
+    cue = "Ranking:"
 
     def relative_files(self) -> list[str]:
         ks = [self.args.k] if self.args.k else sorted(set(self.k_by_length.values()))
@@ -264,7 +299,7 @@ class HelmetRerank(HelmetTask):
                                  f"{self.name} item {index} (k={k})")
         qrels = {str(c["id"]): int(c["label"]) for c in rec["ctxs"]}
         meta = {"k": k, "qid": rec.get("qid"), "qrels": qrels, "template": template,
-                "truncated_tokens": fit.truncated_tokens, "context_tokens": fit.context_tokens}
+                "truncated_tokens": fit.truncated_tokens, "context_tokens": fit.context_tokens, **thinking_meta(ctx)}
         return self.make_sample(length=length, index=index, text=fit.rendered, tokens=fit.tokens,
                                 answers=[_gold_ranking(rec["ctxs"])], meta=meta)
 
@@ -283,7 +318,7 @@ class HelmetRerank(HelmetTask):
                        + f"\n\nQuery: {d['query']}\nRanking: {_gold_ranking(d['ctxs'])}\n\n" for d in chosen)
 
     def score(self, prediction: str, sample: Sample) -> float:
-        return rerank_ndcg(prediction, sample.meta["qrels"], 10)
+        return rerank_ndcg(self.helmet_text(prediction, sample), sample.meta["qrels"], 10)
 
 
 def _passage(c: dict[str, Any]) -> str:

@@ -5,9 +5,10 @@ HELMET (data.py load_icl, configs/icl*.yaml): labels are mapped to integers by a
 the model must learn the mapping from the demonstrations; each test item gets its own label-balanced
 demonstrations, drawn by a seed from the item's text; the demonstration count is fixed per length (TREC coarse
 400/800/1600/3300/6600 at 8K/16K/32K/64K/128K, and so on below); 500 test items, label-balanced, where the test
-split is larger; no chat template; 20 new tokens cut at the first newline; score: the "label:" answer equals the
-item's integer label (exact match after SQuAD normalization). A prompt too long for its length loses the end
-of its demonstrations, as HELMET truncates.
+split is larger; no chat template; 20 new tokens; score, as HELMET's eval.py runs it: "label:" put before the
+output, then the value after the first "label:" equals the item's integer label (exact match after SQuAD
+normalization); no newline cut unless `stop_newline: true` (tasks/helmet_metrics.py). A prompt too long for its
+length loses the end of its demonstrations, as HELMET truncates.
 
 Licences: TREC (CogComp/trec: public research data, no stated licence), Banking77 CC BY 4.0, CLINC150 CC BY 3.0,
 NLU evaluation data CC BY 4.0; HELMET's code MIT. Downloaded from the hub at run time, or read from data_dir.
@@ -28,7 +29,7 @@ from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Sample
 from ctxbench.tasks.base import Task, TaskArgs
-from ctxbench.tasks.helmet import hf_shuffled
+from ctxbench.tasks.helmet import STOP_NEWLINE_HELP, HelmetScoring, hf_shuffled, thinking_meta
 from ctxbench.tasks.helmet_metrics import label_em
 from ctxbench.tasks.icl import _read_split
 from ctxbench.tasks.realdata import fit_context, head_cut, hub_dataset, local_file, renderer_for
@@ -60,6 +61,7 @@ class HelmetIclArgs(TaskArgs):
     seed: int = Field(42, description="HELMET's --seed: the test draw, the NLU split and each item's demonstrations")
     plain: bool = Field(True, description="no chat template, as HELMET's configs (use_chat_template: false)")
     max_new_tokens: int = Field(20, ge=1, description="tokens to generate (HELMET: 20)")
+    stop_newline: bool = Field(False, description=STOP_NEWLINE_HELP)
 
 
 def balance_labels(rows: list[dict[str, Any]], label: str, shots: int, seed: int) -> list[dict[str, Any]]:
@@ -86,8 +88,9 @@ def item_seed(text: str, seed: int) -> int:
     return (int(hashlib.sha256(text.encode("utf-8")).hexdigest(), 16) + seed) % 2**31
 
 
-class HelmetIcl(Task):
+class HelmetIcl(HelmetScoring, Task):
     Args = HelmetIclArgs
+    cue = "label:"
     category = "in-context learning"
     metric = "helmet/label_em"
     summary = "HELMET ICL ({name}): many labels mapped to random integers, learnt from label-balanced demonstrations"
@@ -165,12 +168,12 @@ class HelmetIcl(Task):
         fit = fit_context(ctx, lambda c: renderer.render(PROMPT + c + f"\n\n{rec['text']}\nlabel:"), context, length=length,
                           max_new_tokens=self.max_new_tokens, what=f"{self.name} item {index}", cut=head_cut)
         meta = {"shots": shots, "template": renderer.template, "truncated_tokens": fit.truncated_tokens,
-                "context_tokens": fit.context_tokens}
+                "context_tokens": fit.context_tokens, **thinking_meta(ctx)}
         return self.make_sample(length=length, index=index, text=fit.rendered, tokens=fit.tokens,
                                 answers=[str(mapping[int(rec[label])])], meta=meta)
 
     def score(self, prediction: str, sample: Sample) -> float:
-        return label_em(prediction, sample.answers)
+        return label_em(self.helmet_text(prediction, sample), sample.answers)
 
 
 def _register(dataset: str) -> None:
