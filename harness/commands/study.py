@@ -15,15 +15,19 @@ def study(
     config: Path = typer.Argument(..., help="study YAML, e.g. configs/studies/cpu-stdlib.yaml"),
     data_dir: Optional[Path] = typer.Option(None, help="task data for scoring (pg_essays/, ...); env CTXBENCH_DATA_DIR"),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="override the study's out_dir"),
+    store: Path = typer.Option(Path("runs"), "--store", help="results store: without --out or out_dir the study "
+                               "writes to <store>/studies/<name>"),
     check: bool = typer.Option(False, help="only validate the study config (methods, trainer settings, suite) and exit"),
 ):
     """Run a study; rerunning resumes, skipping every finished step."""
     from ctxbench.harness.studies import load_study, run_study
+    from ctxbench.harness.studies.config import default_root
 
     s = load_study(config)
-    if out_dir is not None:
-        s = s.model_copy(update={"out_dir": str(out_dir)})
-    writable_dir(s.root(), "--out" if out_dir is not None else "out_dir")
+    field = "--out" if out_dir is not None else "out_dir" if s.out_dir is not None else "--store"
+    if out_dir is not None or s.out_dir is None:
+        s = s.model_copy(update={"out_dir": str(out_dir if out_dir is not None else default_root(s.name, store))})
+    writable_dir(s.root(), field)
     if check:
         out.print(f"{config}: valid; {len(s.methods)} methods ({', '.join(m.name for m in s.methods)}) × "
                   f"{len(s.seeds)} seeds, reference {s.reference}, output {s.root()}")

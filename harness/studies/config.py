@@ -17,6 +17,8 @@ from ctxbench.trainers.base import ScratchModel, StudyInputs, TrainerConfig
 
 RESERVED = {"base_model", "data", "store", "output_dir", "label", "seed"}  # set by the study, not by `training`
 UNTRAINED = "untrained"  # the row of the starting checkpoint
+DEFAULT_STORE = Path("runs")  # the results store every command writes to by default (ignored by git)
+STUDIES_DIR = "studies"  # a study's default directory: <store>/studies/<name>, never a new directory in the cwd
 
 
 def plain_name(name: str) -> str:
@@ -84,7 +86,8 @@ class StudyConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = Field(description="study name; default output directory studies/<name>")
     description: str = Field("", description="one line shown in the report")
-    out_dir: str | None = Field(None, description="where data/, train/, runs/, report/ go; default studies/<name>")
+    out_dir: str | None = Field(None, description="where data/, train/, runs/, report/ and the study report go; default "
+                                "runs/studies/<name> (under the results store; `ctxbench study --store` moves it)")
     corpus: dict[str, Any] = Field(description="corpus keys (path, format, text_field, ...); path 'stdlib:' = this Python's "
                                    "standard library source, 'stdlib:json,email' = those packages")
     methods: list[MethodSpec] = Field(min_length=2, description="methods to compare: a trainer and its data each")
@@ -136,10 +139,16 @@ class StudyConfig(BaseModel):
         return self.base_model.tokenizer if isinstance(self.base_model, ScratchModel) else self.base_model
 
     def root(self) -> Path:
-        return Path(self.out_dir or Path("studies") / self.name)
+        return Path(self.out_dir or default_root(self.name))
 
     def trainer_of(self, m: MethodSpec) -> str:
         return m.trainer or self.trainer
+
+
+def default_root(name: str, store: Path = DEFAULT_STORE) -> Path:
+    """Where a study writes unless told: under the results store, so a study run from a checkout adds nothing that
+    git, the linter or the tests see."""
+    return Path(store) / STUDIES_DIR / name
 
 
 def trainer_class(name: str, *, where: str):

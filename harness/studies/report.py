@@ -16,6 +16,8 @@ from ctxbench.leaderboard import studies as st
 from ctxbench.leaderboard.render import Figure, Section, Table, render_html, render_markdown
 
 TASKS = "task score"  # the family of all non-perplexity tasks, averaged over (task, length) cells
+REPORT_FILES = ("study.md", "study.html", "study.json")  # written in the study's directory (StudyConfig.root())
+LEADERBOARD_DIR = "report"  # beside them: the per-run leaderboard (every task, length and depth)
 
 
 def study_frames(study: StudyConfig, scored) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -66,8 +68,9 @@ def write_report(study: StudyConfig, trained, scored, heldout) -> dict[str, Path
     sections += [_cells(study, task_df), _power(study, labelled), _training(study, trained), _data(study, trained)]
     notes = _preamble(study, trained, heldout, k)
     title = f"Study: {study.name}"
-    md = atomic_write(root / "study.md", render_markdown(title, sections, preamble=notes))
-    html = atomic_write(root / "study.html", render_html(title, sections, preamble=notes))
+    md_name, html_name, json_name = REPORT_FILES
+    md = atomic_write(root / md_name, render_markdown(title, sections, preamble=notes))
+    html = atomic_write(root / html_name, render_html(title, sections, preamble=notes))
     payload = {"study": study.model_dump(mode="json"), "alpha": a, "comparisons_in_family": k,
                "comparisons": [{"measure": n, "lower_is_better": lower, **_delta_json(d)} for n, lower, d in labelled],
                "seeds": st.seed_table(task_df).to_dict(orient="records") if len(task_df) else [],
@@ -75,7 +78,7 @@ def write_report(study: StudyConfig, trained, scored, heldout) -> dict[str, Path
                "trained": [{**t.__dict__, "checkpoint": str(t.checkpoint), "run_dir": str(t.run_dir)} for t in trained],
                "scored": [s.__dict__ for s in scored],
                "heldout": {"documents": len(heldout.ids), "path": str(heldout.path)} if heldout else None}
-    js = atomic_write(root / "study.json", json.dumps(jsonable(payload), indent=2) + "\n")
+    js = atomic_write(root / json_name, json.dumps(jsonable(payload), indent=2) + "\n")
     _leaderboard(study, scored, task_df)
     return {"markdown": md, "html": html, "json": js}
 
@@ -275,4 +278,4 @@ def _leaderboard(study: StudyConfig, scored, task_df: pd.DataFrame) -> None:
     from ctxbench.leaderboard.store_frame import examples, runs_frame
 
     df = runs_frame(study.root() / "runs", [s.run_id for s in scored])
-    build_report(df, out_dir=study.root() / "report", title=f"Study {study.name}: every run", examples=examples(df))
+    build_report(df, out_dir=study.root() / LEADERBOARD_DIR, title=f"Study {study.name}: every run", examples=examples(df))

@@ -31,6 +31,7 @@ from ctxbench.harness.studies.config import (
     trainer_config,
 )
 from ctxbench.harness.studies.heldout import Heldout, split_heldout
+from ctxbench.harness.studies.progress import StudyProgress, check_eval_data
 from ctxbench.trainers.base import ScratchModel
 
 
@@ -85,10 +86,14 @@ def run_study(study: StudyConfig, *, console: Any = None, data_dir: Path | None 
     if not corpus_path.startswith("stdlib:") and not Path(corpus_path).expanduser().exists():  # before anything is written
         raise ConfigError(f"corpus.path: {corpus_path} does not exist; point it at a .jsonl/.parquet file or a directory, "
                           "or use 'stdlib:'")
+    env_dir = os.environ.get("CTXBENCH_DATA_DIR")
+    data_dir = data_dir or (Path(study.eval.data_dir) if study.eval.data_dir else Path(env_dir) if env_dir else None)
+    check_eval_data(load_eval_suite(study.eval, where="study"), study.tokenizer, data_dir)
     root = study.root()
     root.mkdir(parents=True, exist_ok=True)
-    with _one_writer(root):
-        return _run_study(study, console, data_dir)
+    progress = StudyProgress(study.name)
+    with _one_writer(root), progress.stopped_here():
+        return _run_study(study, console, data_dir, progress)
 
 
 def _one_writer(root: Path):
@@ -102,12 +107,10 @@ def _one_writer(root: Path):
     return output_writer(root, what=f"study {root}", fix="wait for it to finish; its rerun then skips every finished step")
 
 
-def _run_study(study: StudyConfig, console: Any, data_dir: Path | None) -> StudyResult | None:
+def _run_study(study: StudyConfig, console: Any, data_dir: Path | None, progress: StudyProgress) -> StudyResult | None:
     from ctxbench.trainers.data.stdlib_corpus import resolve_corpus
 
     root = study.root()
-    env_dir = os.environ.get("CTXBENCH_DATA_DIR")
-    data_dir = data_dir or (Path(study.eval.data_dir) if study.eval.data_dir else Path(env_dir) if env_dir else None)
     suite = load_eval_suite(study.eval, where="study")
     heldout = None
     with FileLock(str(root / ".prepare.lock")):  # torchrun ranks: the first makes the corpus copy and the split
@@ -117,15 +120,26 @@ def _run_study(study: StudyConfig, console: Any, data_dir: Path | None) -> Study
             heldout = split_heldout(corpus, documents=p.documents, min_tokens=p.shortest, seed=p.seed,
                                     tokenizer=study.tokenizer, root=root)
             corpus = heldout.train_corpus
-    trained = [_train(study, m, seed, corpus, heldout, data_dir, console) for m in study.methods for seed in study.seeds]
+    jobs = [(m, seed) for m in study.methods for seed in study.seeds]
+    trained = []
+    for i, (m, seed) in enumerate(jobs, 1):
+        progress.at(f"making data for and training {m.name} seed {seed}, training {i} of {len(jobs)}")
+        trained.append(_train(study, m, seed, corpus, heldout, data_dir, console))
     if not _is_main():
         return None
     suite = with_perplexity(study, suite, heldout)
     state = _State(root / "state.json")
-    scored = [_score(study, UNTRAINED, seed, model, suite, state, console, data_dir) for seed, model in _untrained(study, trained)]
-    scored += [_score(study, t.method, t.seed, str(t.checkpoint), suite, state, console, data_dir) for t in trained]
+    progress.at("building the untrained starting checkpoint")
+    todo = [(UNTRAINED, seed, model) for seed, model in _untrained(study, trained)]
+    todo += [(t.method, t.seed, str(t.checkpoint)) for t in trained]
+    scored = []
+    for i, (method, seed, model) in enumerate(todo, 1):
+        label = f"{method}/s{seed}" if seed is not None else method
+        progress.at(f"scoring {label}, run {i} of {len(todo)}")
+        scored.append(_score(study, method, seed, model, suite, state, console, data_dir))
     from ctxbench.harness.studies.report import write_report
 
+    progress.at("writing the report")
     paths = write_report(study, trained, scored, heldout)
     console.print(escape(f"[study {study.name}] report: {paths['markdown']}"))
     return StudyResult(root, tuple(trained), tuple(scored), paths["markdown"], paths["html"], paths["json"])

@@ -58,7 +58,7 @@ def test_two_identical_studies(user: User):
 
     (user.cwd / "study.yaml").write_text(STUDY)
     first = user.start("ctxbench study study.yaml")
-    wait_for(lambda: (user.cwd / "studies" / "tiny" / "corpus").exists(), timeout=600)
+    wait_for(lambda: (user.cwd / "runs" / "studies" / "tiny" / "corpus").exists(), timeout=600)
     second = user.run("ctxbench study study.yaml")
     _refused_naming(second, first.pid)
     first.kill()

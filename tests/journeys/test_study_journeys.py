@@ -68,7 +68,7 @@ def test_deleted_runs_are_scored_again(user: User):
     (user.cwd / "study.yaml").write_text(STUDY)
     first = user.run("ctxbench study study.yaml", timeout=900)
     assert first.code == 0, first.err[-3000:]
-    runs = user.cwd / "studies" / "tiny" / "runs"
+    runs = user.cwd / "runs" / "studies" / "tiny" / "runs"
     before = sorted(p.name for p in runs.iterdir())
     shutil.rmtree(runs / before[0])  # one run deleted
     again = user.run("ctxbench study study.yaml", timeout=900)

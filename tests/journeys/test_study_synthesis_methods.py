@@ -60,9 +60,9 @@ def test_a_study_compares_a_plugin_text_method_with_a_packing(user, plugin_env, 
     r = user.run("ctxbench study heads.yaml", env=plugin_env, timeout=600)
     assert r.code == 0, r.err[-3000:]
     assert "task score: sentences − std = " in r.out
-    report = json.loads((user.cwd / "studies" / "heads" / "study.json").read_text())
+    report = json.loads((user.cwd / "runs" / "studies" / "heads" / "study.json").read_text())
     assert {(c["a"], c["b"]) for c in report["comparisons"]} >= {("sentences", "std"), ("sentences", "untrained")}
-    data = next((user.cwd / "studies" / "heads" / "data" / "sentences").iterdir())
+    data = next((user.cwd / "runs" / "studies" / "heads" / "data" / "sentences").iterdir())
     text = json.loads((data / "text" / "manifest.json").read_text())  # the plugin's method ran through the one core
     assert text["method"] == "example_sentences" and text["complete"] and text["samples"] == 16
     packed = json.loads((data / "packed" / "manifest.json").read_text())  # its rows standard-packed, traced to it
