@@ -281,6 +281,17 @@ def test_the_runner_scores_thinking_rows_with_helmets_split(smol_tokenizer):
     assert _row(other, plain, Prediction(plain.id, "<think>1", 10, 5, 0.1), on).extra["failure"] == "thinking_unfinished"
 
 
+def test_thinking_split_of_api_reasoning_and_channels():
+    """An API's separate reasoning: the content is HELMET's output (an empty one is scored, not unfinished);
+    gpt-oss channels, which HELMET does not parse, are split as everywhere else in ctxbench."""
+    from ctxbench.tasks.helmet_metrics import thinking_split
+
+    api = thinking_split("", cue="Answer:", api_reasoning="I thought")
+    assert (api.answer, api.reasoning, api.finished, api.form) == ("Answer:", "I thought", True, "api")
+    channels = thinking_split("<|channel|>analysis<|message|>hmm<|end|><|channel|>final<|message|>Paris", cue="Answer:")
+    assert (channels.answer, channels.form) == ("Paris", "channel")
+
+
 # --- prompts ---------------------------------------------------------------------------------------------------------
 @pytest.fixture()
 def ctx(smol_tokenizer, tmp_path, monkeypatch):
