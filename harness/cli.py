@@ -53,7 +53,8 @@ def score(
     suite: Optional[str] = typer.Option(None, help="shipped suite name (see `ctxbench suites`) or a YAML path "
                                         "(default ruler-quick; --tasks without --suite: an ad-hoc suite of those tasks)"),
     lengths: Optional[str] = typer.Option(None, help="override the suite's lengths, e.g. 1024,2048 or 4k,8k (ad-hoc: 4k)"),
-    samples: Optional[int] = typer.Option(None, help="override samples per task and length (ad-hoc: 10)"),
+    samples: Optional[int] = typer.Option(None, help="override samples per task and length (ad-hoc: 10); real-data "
+                                          "tasks (LongBench, judge/qa) score their first N records"),
     tasks: Optional[str] = typer.Option(None, help="comma-separated task names or globs: the suite's to keep, e.g. "
                                         "'ruler/niah*', or without --suite the registered tasks to score (`ctxbench tasks`)"),
     store_dir: Optional[Path] = typer.Option(None, "--store", help="results store directory (default runs)"),
@@ -129,7 +130,7 @@ def score(
     model, store_dir = choice.model, choice.store
     label = printable(label) if label else label  # escape codes never reach a terminal, a record or a board
     plan = RunPlan(s, model, choice.backend, args, store_dir, _data_dir(data_dir), label or "", _shard(shard), generation,
-                   sequential)
+                   sequential, sample_cap=samples)
     try:
         outcome = run(plan, fresh=fresh, console=err, judge_budget=budget)
     except RunInterrupted as e:

@@ -50,6 +50,7 @@ class RunPlan:
     shard: tuple[int, int] = (0, 1)  # (i, n): this process scores the i-th of n disjoint parts of the suite
     generation: Generation = Generation()  # the protocol: thinking, system turn, sampling, repeats
     until: Any = None  # a sequential run's stopping rule (harness/adaptive.Until): execution, not identity
+    sample_cap: int | None = None  # --samples given: fixed-item tasks score their first N items too
 
     def resolved(self, thinking: str) -> RunPlan:
         """The plan with its thinking mode resolved (auto: on where the chat template has a switch)."""
@@ -173,7 +174,7 @@ def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None, judge_bu
     renderer = PromptRenderer(model.tokenizer, suite.template, system=gen.system_prompt, thinking=gen.thinking)
     plan = plan.resolved(renderer.thinking)
     ctx = GenContext(model.tokenizer, renderer, data_dir=plan.data_dir, verify=resolve_mode(suite.verify, suite.samples))
-    cells, external = plan_cells(suite, ctx, keep=plan.in_shard, repeats=gen.repeats)
+    cells, external = plan_cells(suite, ctx, keep=plan.in_shard, repeats=gen.repeats, cap=plan.sample_cap)
     check_lengths(cells, model, suite.truncation, thinking=plan.generation.thinking_budget)
     size = estimate(((c.length, len(c.indices)) for c in cells), max(1, int(getattr(model, "batch_size", 1) or 1)))
     size.check_memory()
@@ -254,8 +255,12 @@ def model_fingerprint(backend: Any, model: str) -> str:
         return "name:" + model
 
 
-def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True, repeats: int = 1) -> tuple[list[Cell], list[Task]]:
-    """The suite's (task, length) cells and its external tasks, without generating any sample."""
+def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True, repeats: int = 1,
+               cap: int | None = None) -> tuple[list[Cell], list[Task]]:
+    """The suite's (task, length) cells and its external tasks, without generating any sample. A task with its own
+    count (a grid, fixed items) scores that many; `cap` (--samples on the command line) keeps a real-data task's
+    first `cap` records in the dataset's order (LongBench, InfiniteBench, judge/qa over them), where it was ignored.
+    A grid keeps its whole grid: its arguments set its count, and a prefix would drop its deepest positions."""
     cells, external = [], []
     for i, spec in enumerate(suite.tasks):
         task = build_task(spec, where=f"tasks.{i}")
@@ -263,7 +268,7 @@ def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True, repea
             external.append(task)
             continue
         n = task.samples_per_length(ctx)
-        n = suite.samples if n is None else n
+        n = suite.samples if n is None else n if cap is None or not reads_records(task) else min(n, cap)
         for length in spec.lengths or suite.lengths:
             if length == 0:
                 raise ConfigError(f"tasks.{i}: {spec.display} needs a length of at least 64 tokens; length 0 is for "
@@ -272,6 +277,11 @@ def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True, repea
             at = n if binned is None else min(n, binned)
             cells.append(Cell(task, length, at, tuple(j for j in range(at) if keep(f"{task.name}@{length}#{j}")), repeats))
     return cells, external
+
+
+def reads_records(task: Task) -> bool:
+    """A task whose samples are a dataset's records (tasks/realdata.py), or a judge over one."""
+    return hasattr(task, "records") or hasattr(getattr(task, "inner", None), "records")
 
 
 def check_lengths(cells: list[Cell], backend: Any, truncation: str, *, thinking: int = 0) -> None:
