@@ -208,7 +208,7 @@ class Judged(Task):
         keys = [self.cache_key(p) for p in asked]
         judge: dict[str, Any] = {"model": self.args.model, "version": self.version, "protocol": self.protocol,
                                  **self.settings, "prompt_sha": [k[:16] for k in keys]}
-        hits = [self.cache().get(k) for k in keys]
+        hits = [self._cached(i, k, sample) for i, k in enumerate(keys)]
         judge["cached"] = sum(h is not None for h in hits)
         error = self._pay([i for i, h in enumerate(hits) if h is None], asked, keys, hits, sample, judge)
         if error:
@@ -216,7 +216,7 @@ class Judged(Task):
         try:
             values = [self.accept(i, h["output"], sample) for i, h in enumerate(hits)]
             official, more, out_of_range = self.combine(values, sample)
-        except Refused as e:  # a cached verdict that today's reading refuses
+        except Refused as e:  # accepted call by call, refused together (a non-finite score)
             return None, {"judge": judge}, f"judge: refused verdict ({e})"
         judge.update(verdicts=values, outputs=[h["output"] for h in hits], **more, official_score=official,
                      out_of_range=flags + out_of_range + ([] if 0 <= official <= 1 else
@@ -225,6 +225,14 @@ class Judged(Task):
                      completion_tokens=sum(h.get("completion_tokens") or 0 for h in hits),
                      seeds=[h.get("seed", self.args.seed) for h in hits])
         return min(1.0, max(0.0, official)), {"judge": judge}, None
+
+    def _cached(self, call: int, key: str, sample: Sample) -> dict[str, Any] | None:
+        """The cached verdict of a call, if today's reading accepts it (else it is asked again, never stuck)."""
+        hit = self.cache().get(key)
+        try:
+            return hit if hit is None or self.accept(call, hit["output"], sample) is not None else None
+        except Refused:
+            return None
 
     def _pay(self, todo: list[int], asked: list[str], keys: list[str], hits: list, sample: Sample,
              judge: dict[str, Any]) -> str | None:

@@ -150,3 +150,21 @@ def test_the_budget_holds_against_real_use_and_the_run_resumes(ctxbench, tmp_pat
     assert [r["score"] for r in rows] == [1.0, 1.0]
     code, _, err = ctxbench(*score, "--judge-budget", "calls=3,tokens=100k")
     assert code == 0 and fake_judge.calls == 3, err[-2000:]
+
+
+def test_refused_verdicts_are_never_read_back_and_a_retry_has_its_own_seed(fake_judge, tmp_path):
+    task = qa_judge(fake_judge.url, tmp_path)
+    fake_judge.verdict = "I cannot decide."
+    score, extra, error = task.score_row("Answer: the river", sample())
+    assert score is None and "refused verdict" in error and extra["judge"]["refused"][0]["seed"] == 42
+    fake_judge.verdict = 'Beyond the rubric. {"fluency": 1, "correctness": 4}'  # HELMET scores it: 4 of 3
+    score, extra, error = task.score_row("Answer: the river", sample())
+    assert error is None and fake_judge.seeds == [42, 43] and extra["judge"]["seeds"] == [43]
+    assert score == 1.0 and extra["judge"]["official_score"] == pytest.approx(4 / 3)
+    assert extra["judge"]["out_of_range"] == ["correctness 4 outside the rubric (0, 1, 2, 3)",
+                                              "score 1.333 clipped to the board's 0..1"]
+    # a verdict cached under an older reading that today's refuses is asked again, never read back
+    task.cache().put(task.cache_key(task.judge_prompts("Answer: the sea", sample())[0][0]), {"output": "garbage"})
+    fake_judge.verdict = '{"fluency": 1, "correctness": 3}'
+    score, extra, error = task.score_row("Answer: the sea", sample())
+    assert error is None and score == 1.0 and fake_judge.calls == 3 and extra["judge"]["cached"] == 0
