@@ -48,7 +48,13 @@ from typing import Any
 from ctxbench.harness.backends.args import OpenAIArgs
 from ctxbench.harness.backends.http_transport import LoopThread, Permanent, RetryingHTTP, Transient, shutdown
 from ctxbench.harness.backends.openai_prompts import CONTINUE_FIELDS, USER_JOIN, PreparedRequest, PromptBuilding  # noqa: F401
-from ctxbench.harness.backends.openai_replies import MalformedReply, parse_completion, parse_prompt_logprobs, within_budget
+from ctxbench.harness.backends.openai_replies import (
+    MAX_COUNT,
+    MalformedReply,
+    parse_completion,
+    parse_prompt_logprobs,
+    within_budget,
+)
 from ctxbench.harness.core.backend import check_window, parse_backend_args
 from ctxbench.harness.core.errors import ConfigError, CtxbenchError
 from ctxbench.harness.core.extras import require_extra
@@ -210,10 +216,11 @@ class OpenAIBackend(PromptBuilding, RetryingHTTP):
             raise ConfigError(f"backend_args.api_key_env: the server refused the credentials (HTTP {status})")
         if status >= 400 or not isinstance(data, dict):
             return 0
-        for m in data.get("data") or []:
+        models = data.get("data")
+        for m in models if isinstance(models, list) else []:  # an untrusted listing: anything else is no listing
             if isinstance(m, dict) and m.get("id") == self.served_model:
                 for key in ("max_model_len", "context_length", "context_window", "max_context_length"):
-                    if isinstance(m.get(key), int) and m[key] > 0:
+                    if isinstance(m.get(key), int) and 0 < m[key] <= MAX_COUNT:
                         return int(m[key])
         return 0
 

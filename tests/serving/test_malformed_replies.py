@@ -167,3 +167,17 @@ def test_a_malformed_tokenize_reply_is_that_samples_error(untrusted, smol_tokeni
     b = backend(untrusted(post), count_tokens="server")
     preds = b.generate([make_request(smol_tokenizer, f"s{i}", "BAD" if i else "q") for i in range(2)])
     assert preds[0].error is None and preds[1].error.startswith("tokenize: malformed /tokenize response: count")
+
+
+@pytest.mark.parametrize("listing", [{"data": 5}, {"data": [{"id": "stub", "max_model_len": 10 ** 30}]}, {"data": "stub"}])
+def test_a_malformed_model_listing_is_no_listing(listing, smol_tokenizer):
+    """/models of another shape, or an impossible context length, states no context (the local config's is used)."""
+    server, url = raw_server(lambda: listing, lambda body: GOOD)
+    try:
+        b = backend(url)
+        assert b.server_context == 0 and b.context_length == 8192
+        (p,) = b.generate([make_request(smol_tokenizer, "a", "q")])
+        assert p.error is None
+    finally:
+        server.shutdown()
+        server.server_close()
