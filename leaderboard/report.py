@@ -1,7 +1,7 @@
 """Build the leaderboard report: Markdown, self-contained HTML, CSV and JSON.
 
-All four files are written atomically (temp file + ``os.replace``) so a
-crash or a concurrent reader never sees a half-written report.
+Every file of a board is written into a temporary folder beside ``--out`` and moved into place once all are
+written (publish_board), so a crash or a full disk never leaves a board mixed from two builds.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .aggregate import (
 )
 from .exports import provenance_section, results_csv, training_section, write_ruler_summaries
 from .frame import AVG_TASK, format_length, model_meta, normalise
+from .publish import publish_board
 from .ranking import Rule, comparison_groups, effective_length, relative_effective_length, resolve_threshold, weighted_averages
 from .render import Figure, Section, render_html, render_markdown
 from .tables import (
@@ -257,10 +258,8 @@ def build_report(
     sections += [s for s in (_reasoning_section(cells), training_section(runs), provenance) if s is not None]
     results = {**base, "scale": "percent", "threshold": thr, **settings,
                **_results_records(summary, avgs, tasks, cats, compared), "short_context": short_records}
-    report = _write(out, title, (*head, *preamble), sections, results,
-                    results_csv(tasks, avgs, summary, _short_frame(short_records["tasks"])))
-    write_ruler_summaries(out, df, tasks)
-    return report
+    return _write(out, title, (*head, *preamble), sections, results,
+                  results_csv(tasks, avgs, summary, _short_frame(short_records["tasks"])), summaries=(df, tasks))
 
 
 def _split_short_context(df: pd.DataFrame, cells: pd.DataFrame | None, *, n_boot: int, seed: int, ci: float):
@@ -279,9 +278,9 @@ def _split_short_context(df: pd.DataFrame, cells: pd.DataFrame | None, *, n_boot
 
 def _short_only_report(out: Path, title: str, head, sections, results: dict, df: pd.DataFrame) -> Report:
     """Only short-context (lm-eval) results: no length axis, so no main table, curves or RULER summaries."""
-    report = _write(out, title, head, sections, results, results_csv(None, None, None, _short_frame(results["short_context"]["tasks"])))
-    write_ruler_summaries(out, df, pd.DataFrame(columns=["model", "task", "length", "source"]))  # none: old ones go
-    return report
+    none = pd.DataFrame(columns=["model", "task", "length", "source"])  # no RULER summaries: old ones go
+    return _write(out, title, head, sections, results, results_csv(None, None, None, _short_frame(results["short_context"]["tasks"])),
+                  summaries=(df, none))
 
 
 def _model_summary(df: pd.DataFrame, avgs: pd.DataFrame, *, threshold: float | str, rule: Rule,
@@ -330,15 +329,21 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     return jsonable(frame.to_dict(orient="records"))
 
 
-def _write(out: Path, title: str, preamble, sections, results: dict, csv: str) -> Report:
+def _write(out: Path, title: str, preamble, sections, results: dict, csv: str, *,
+           summaries: tuple[pd.DataFrame, pd.DataFrame]) -> Report:
+    """Every file of the board, written whole into a temporary folder and then moved into `out` (publish_board)."""
     report = Report(markdown=out / "leaderboard.md", html=out / "index.html", csv=out / "results.csv",
                     json=out / "results.json")
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(report.json, json.dumps(jsonable(results), indent=2, allow_nan=False) + "\n")
-    atomic_write(report.csv, csv)
-    md_preamble = (*preamble, "Plots are in index.html.")
-    atomic_write(report.markdown, render_markdown(title, sections, preamble=md_preamble))
-    atomic_write(report.html, render_html(title, sections, preamble=preamble))
+
+    def files(tmp: Path) -> None:
+        atomic_write(tmp / report.json.name, json.dumps(jsonable(results), indent=2, allow_nan=False) + "\n")
+        atomic_write(tmp / report.csv.name, csv)
+        md_preamble = (*preamble, "Plots are in index.html.")
+        atomic_write(tmp / report.markdown.name, render_markdown(title, sections, preamble=md_preamble))
+        atomic_write(tmp / report.html.name, render_html(title, sections, preamble=preamble))
+        write_ruler_summaries(tmp, *summaries)
+
+    publish_board(out, files)
     return report
 
 

@@ -16,6 +16,7 @@ naming file:line, and counted in `skipped`.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 from collections import Counter, defaultdict
@@ -26,12 +27,12 @@ from typing import Any
 import pandas as pd
 
 from ctxbench.harness.core.errors import ConfigError
-from ctxbench.harness.core.io import atomic_write
 from ctxbench.harness.core.redact import printable
-from ctxbench.harness.core.store import TRAINING, RunStore, error_reason, list_runs, run_dirs
+from ctxbench.harness.core.store import SCORED, TRAINING, RunStore, error_reason, list_runs, record_kind, run_dirs
 from ctxbench.harness.core.types import board_name, run_fingerprint, sample_of
 
-REPORTED_DIR = "_reported"
+from .reported_store import REPORTED_DIR, import_reported, reported_frame  # noqa: F401 - the store's published tables
+
 SCORE_COLUMNS = ["model", "run_id", "task", "category", "length", "depth", "index", "seed", "score", "position", "source",
                  "claimed_length", "prediction", "answers", "fingerprint", "prompt_hash", "empty", "cluster"]
 # unfinished: samples whose reasoning never closed (thinking_unfinished, counted 0); reasoning_tokens: their mean per cell
@@ -65,6 +66,10 @@ def select_runs(root: Path, run_ids: list[str] | None = None) -> list[RunStore]:
         known = {s.dir.name: s for s in stores}
         missing = [r for r in run_ids if r not in known]
         trainings = {d.name for d in run_dirs(root, TRAINING)}
+        unknown = dict(unknown_kinds(root))
+        if missing and missing[0] in unknown:
+            raise ConfigError(f"--runs: {missing[0]} is a run of kind {unknown[missing[0]]!r}, which this ctxbench does not "
+                              "know (a newer ctxbench wrote it?); upgrade ctxbench to read it, or leave it out")
         if missing and missing[0] in trainings:
             raise ConfigError(f"--runs: {missing[0]} is a training, not a scored run; score its checkpoint "
                               f"(`ctxbench score --model {Path(root) / missing[0] / 'model'}`) and name that run")
@@ -75,7 +80,24 @@ def select_runs(root: Path, run_ids: list[str] | None = None) -> list[RunStore]:
 
 
 def load_store(root: Path, run_ids: list[str] | None = None) -> StoreFrames:
-    return store_frames(select_runs(root, run_ids))
+    frames = store_frames(select_runs(root, run_ids))
+    frames.notes += [f"run {name} is of kind {kind!r}, which this ctxbench does not know (a newer ctxbench wrote it?); "
+                     "skipped" for name, kind in unknown_kinds(root) if not run_ids or name in run_ids]
+    return frames
+
+
+def unknown_kinds(root: Path) -> list[tuple[str, str]]:
+    """(run directory, kind) of the records that are neither a scoring nor a training: never silently left out."""
+    known = {d.name for kind in (SCORED, TRAINING) for d in run_dirs(root, kind)}
+    out = []
+    for path in sorted(Path(root).glob("*/record.json")):
+        if path.parent.name in known:
+            continue
+        try:
+            out.append((path.parent.name, record_kind(json.loads(path.read_text(encoding="utf-8")))))
+        except (OSError, ValueError, AttributeError):
+            continue
+    return out
 
 
 def runs_frame(root: Path, run_ids: list[str] | None = None) -> pd.DataFrame:
@@ -331,44 +353,6 @@ def _depth(row: dict) -> float:
         return float(row["depth"])
     depths = row.get("depths") or []
     return float(depths[0]) if len(depths) == 1 else math.nan
-
-
-def reported_frame(root: Path) -> pd.DataFrame:
-    from ctxbench.leaderboard import import_reported_csv
-
-    files = sorted((Path(root) / REPORTED_DIR).glob("*.csv"))
-    frame = pd.concat([import_reported_csv(f) for f in files], ignore_index=True) if files else pd.DataFrame()
-    if not frame.empty:
-        frame["model"] = frame["model"].map(printable)  # a published name cannot carry escape codes onto the board
-    return frame
-
-
-def import_reported(root: Path, csv: Path) -> tuple[int, Path | None]:
-    """Validate a published-results CSV, then keep a copy in the store so every board includes it.
-    Returns its row count and the copy already in the store holding these very bytes (None: copied now)."""
-    from ctxbench.leaderboard import import_reported_csv
-
-    if not csv.exists():
-        raise ConfigError(f"board import: {csv} does not exist")
-    try:
-        rows = import_reported_csv(csv)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    content = csv.read_bytes()
-    kept = sorted((Path(root) / REPORTED_DIR).glob("*.csv"))
-    same = next((p for p in kept if p.read_bytes() == content), None)
-    if same is not None:
-        return len(rows), same
-    keys = set(zip(rows["model"], rows["task"], rows["length"]))
-    for p in kept:
-        old = import_reported_csv(p)
-        clash = next((k for k in zip(old["model"], old["task"], old["length"]) if k in keys), None)
-        if clash:
-            raise ConfigError(f"board import: {csv} gives {clash[0]!r} {clash[1]} at {clash[2]} again, already imported "
-                              f"from {p.name}; rename the model in one table (e.g. add the paper), or delete {p}")
-    # Keyed by content: two papers' tables are often both called table1.csv or results.csv.
-    atomic_write(Path(root) / REPORTED_DIR / f"{csv.stem}-{hashlib.sha256(content).hexdigest()[:8]}.csv", content)
-    return len(rows), None
 
 
 def examples(df: pd.DataFrame, per_task: int = 2) -> list[dict]:

@@ -47,7 +47,10 @@ def board_build(
         raise ConfigError(f"board build: the runs in {runs_dir} hold only perplexity tasks (ppl/*), which the board does "
                           "not show; `ctxbench score` prints their perplexities, `ctxbench study` reports them")
     if not parts:
-        raise ConfigError(f"board build: no scored runs in {runs_dir}; run `ctxbench score` first or `ctxbench board import`")
+        skipped = [n for n in frames.notes if "which this ctxbench does not know" in n]
+        why = f" ({len(skipped)} skipped: {skipped[0]})" if skipped else ""
+        raise ConfigError(f"board build: no scored runs in {runs_dir}{why}; run `ctxbench score` first or "
+                          "`ctxbench board import`")
     df = pd.concat(parts, ignore_index=True)
     notes = list(frames.notes)
     if frames.skipped:
