@@ -3,8 +3,10 @@
 Lengths take turns: each turn scores the next rounds of one length (as many as fill one backend batch, one sample of
 each task per round, generated lazily for those indices only), then recomputes that length's verdict from its
 complete rounds and stops it once settled, at the suite's N, or (--vs) where the earlier run's rows end. A round with
-a failed sample stops its length for this session (a rerun retries it and goes on). adaptive.json is rewritten
-after every turn, so an interrupted run says how far each length got.
+a failed sample stops its length for this session, and a length never stops for good while a failed sample stands
+(a rerun retries every failed sample and goes on). Tasks with unequal N at one length bet only on the rounds every
+task has (the smallest N): the rest of their samples are then scored at fixed N. adaptive.json is rewritten after
+every turn, so an interrupted run says how far each length got.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ class Length:
 
     length: int
     cells: list[Any]
-    limit: int  # rounds it may score: the suite's N, or (--vs) the earlier run's complete rounds
+    limit: int  # rounds it may score: the smallest N of its tasks, or (--vs) the earlier run's complete rounds
     scores: dict[tuple[str, int], float] = field(default_factory=dict)  # (task, index) -> score in 0..1
+    failed: set[tuple[str, int]] = field(default_factory=set)  # (task, index) whose latest row is an error
     paired: dict[tuple[str, int], float] = field(default_factory=dict)  # --vs: the earlier run's scores
     status: dict[str, Any] = field(default_factory=dict)
     streams: dict[str, Stream] = field(default_factory=dict)  # task -> its samples, read or generated as rounds reach them
@@ -58,7 +61,19 @@ class Length:
 
     @property
     def n(self) -> int:
+        """The rounds the sequence may bet on: a round is one sample of *every* task, so the smallest N. Past it the
+        mean of the rounds would no longer be the board's score (the unweighted mean of the task means)."""
+        return min(self.tasks.values())
+
+    @property
+    def n_max(self) -> int:
         return max(self.tasks.values())
+
+    def tail(self) -> list[Any]:
+        """The cells a length that reached its smallest N still scores at fixed N (their samples past it), else []."""
+        if self.status.get("stopped") != "reached N" or self.n_max == self.n:
+            return []
+        return [c for c in self.cells if c.planned > self.n]
 
     def values(self, rounds: int) -> list[list[float]]:
         """Each round's per-task scores, or (--vs) paired differences in [-1, 1]: the confidence sequence bets on
@@ -67,16 +82,19 @@ class Length:
                                                       if k in self.paired}
         return adaptive.round_values(scores, self.tasks, rounds)
 
-    def assess(self, rule: Any, stalled: bool = False) -> dict[str, Any]:
+    def assess(self, rule: Any) -> dict[str, Any]:
+        """The verdict from the complete rounds. A failed sample that stands keeps the length open ("failed
+        samples"), even past a settled verdict: the rerun retries it before the length stops for good."""
         from ctxbench.leaderboard.sequential import verdict
 
         rounds = adaptive.complete_rounds(self.scores, self.tasks, self.limit)
         v = verdict(rule, self.values(rounds)) if rounds else None
-        settled = bool(v and v.settled)
-        stopped = ("settled" if settled else "reached N" if rounds >= self.n else
-                   "end of the earlier run" if rounds >= self.limit else "failed samples" if stalled else "running")
+        settled = bool(v and v.settled) and not self.failed
+        stopped = ("failed samples" if self.failed else "settled" if settled else "reached N" if rounds >= self.n else
+                   "end of the earlier run" if rounds >= self.limit else "running")
         self.status = {"rounds": rounds, "n": self.n, "settled": settled, "stopped": stopped,
-                       "decision": v.decision if v else "undecided", "lo": v.lo if v else None, "hi": v.hi if v else None}
+                       "decision": v.decision if v else "undecided", "lo": v.lo if v else None, "hi": v.hi if v else None,
+                       "tasks": sorted(self.tasks), **({"n_max": self.n_max} if self.n_max > self.n else {})}
         return self.status
 
     @property
@@ -85,7 +103,8 @@ class Length:
 
 
 def lengths_of(cells: list[Any], store: RunStore, until: adaptive.Until) -> tuple[list[Length], list[Any]]:
-    """The sequential lengths (their cells' stored scores read once) and the cells scored in full (losses)."""
+    """The sequential lengths (their cells' stored scores read once) and the cells scored in full: losses, and the
+    samples past the smallest N of a length that reached it undecided."""
     per: dict[int, list[Any]] = defaultdict(list)
     rest = []
     for c in cells:
@@ -94,8 +113,9 @@ def lengths_of(cells: list[Any], store: RunStore, until: adaptive.Until) -> tupl
     earlier = RunStore(Path(until.vs).parent, Path(until.vs).name).latest() if until.vs else {}
     out = []
     for length, group in sorted(per.items()):
-        item = Length(length, group, limit=max(c.planned for c in group))
+        item = Length(length, group, limit=min(c.planned for c in group))
         item.scores = _scores(latest, group)
+        item.failed = _failed(latest, group)
         if until.vs:
             item.paired = _scores(earlier, group)
             item.limit = adaptive.complete_rounds(item.paired, item.tasks, item.n)
@@ -103,7 +123,12 @@ def lengths_of(cells: list[Any], store: RunStore, until: adaptive.Until) -> tupl
     rule = until.rule(len(out))
     for item in out:
         item.assess(rule)
+        rest += [c for c in item.tail() if _unscored(latest, c)]
     return out, rest
+
+
+def _unscored(latest: dict[str, dict[str, Any]], cell: Any) -> bool:
+    return any((latest.get(f"{cell.task.name}@{cell.length}#{j}") or {}).get("score") is None for j in cell.indices)
 
 
 def check_pairs(until: adaptive.Until, lengths: list[Length], seed: int) -> None:
@@ -118,6 +143,13 @@ def check_pairs(until: adaptive.Until, lengths: list[Length], seed: int) -> None
     if empty:
         raise ConfigError(f"--vs: {name} has no complete round (every task's sample 0) at length {', '.join(empty)}; "
                           "score it there first, or drop those lengths (--lengths)")
+
+
+def _failed(latest: dict[str, dict[str, Any]], cells: list[Any]) -> set[tuple[str, int]]:
+    """The samples of these cells whose latest row failed (an error, or no score): retried before the length stops."""
+    names, length = {c.task.name for c in cells}, cells[0].length
+    return {(r["task"], int(r["index"])) for r in latest.values() if r.get("task") in names
+            and r.get("length") == length and (r.get("error") or r.get("score") is None)}
 
 
 def _scores(latest: dict[str, dict[str, Any]], cells: list[Any]) -> dict[tuple[str, int], float]:
@@ -146,28 +178,31 @@ def score_rounds(cells: list[Any], done: set[str], backend: Any, ready: Any, sto
                 start = item.status["rounds"]
                 stop = min(start + max(1, batch_size // len(item.cells)), item.limit)
                 bar.update(job, description=f"scoring {name} @ {item.length} · round {start + 1}")
-                failed = _score_turn(item, range(start, stop), done, backend, ready, store, outcome, batch_size)
-                item.assess(rule, stalled=failed)
-                if item.final or failed or item.status["rounds"] >= item.limit:
-                    active.remove(item)
+                asked, failed = _score_turn(item, range(start, stop), done, backend, ready, store, outcome, batch_size)
+                item.assess(rule)
+                if item.final or failed or not asked or item.status["rounds"] >= item.limit:
+                    active.remove(item)  # a failure stops the length for this session: the rerun retries it
                 _write(store, until, lengths, earlier)
                 bar.update(job, completed=sum(x.status["rounds"] if not x.final else x.n for x in lengths),
                            samples=_count(outcome))
-    return rest
+    return rest + [c for x in lengths for c in x.tail() if c not in rest]  # past the smallest N: fixed N
 
 
 def _score_turn(item: Length, rounds: range, done: set[str], backend: Any, ready: Any, store: RunStore, outcome: Any,
-                batch_size: int) -> bool:
-    """Generate, send and store the missing samples of `rounds` at one length; True if one failed."""
+                batch_size: int) -> tuple[int, bool]:
+    """Generate, send and store the missing samples of `rounds` at one length, and its failed samples (a rerun
+    retries them first); (how many were sent, whether one failed)."""
     from ctxbench.harness.runner import _row, request
 
     gen, tmpl = ready.plan.generation, ready.renderer.template_kwargs
     asks = []
     for cell in item.cells:
-        todo = [j for j in rounds if j < cell.planned and f"{cell.task.name}@{item.length}#{j}" not in done]
+        retry = {j for t, j in item.failed if t == cell.task.name}
+        todo = sorted({j for j in rounds if j < cell.planned and f"{cell.task.name}@{item.length}#{j}" not in done} | retry)
         if todo:
             if cell.task.name not in item.streams:
-                item.streams[cell.task.name] = Stream(cell, ready.plan.suite.seed, ready.ctx, done)
+                scored = done - {f"{cell.task.name}@{item.length}#{j}" for j in retry}
+                item.streams[cell.task.name] = Stream(cell, ready.plan.suite.seed, ready.ctx, scored)
             asks += [(cell.task, s) for s in item.streams[cell.task.name].take(todo)]
     asks.sort(key=lambda a: a[1].prompt)  # shared prefixes adjacent (prefix caches)
     failed = False
@@ -179,19 +214,21 @@ def _score_turn(item: Length, rounds: range, done: set[str], backend: Any, ready
         for row in rows:
             if row.error or row.score is None:
                 outcome.errors[error_reason(row.error or "no score")] += 1
+                item.failed.add((row.task, row.index))
                 failed = True
                 continue
             done.add(row.id)
             outcome.done += 1
+            item.failed.discard((row.task, row.index))
             item.scores[(row.task, row.index)] = adaptive.clip(row.score)
-    return failed
+    return len(asks), failed
 
 
 def _write(store: RunStore, until: adaptive.Until, lengths: list[Length], earlier: dict[str, Any]) -> None:
     cells: dict[str, dict[str, int]] = defaultdict(dict)
     for item in lengths:
-        for task, n in item.tasks.items():
-            cells[task][str(item.length)] = min(item.status["rounds"], n)
+        for task, n in item.tasks.items():  # past the smallest N a length that reached it scores at fixed N
+            cells[task][str(item.length)] = n if item.tail() else min(item.status["rounds"], n)
     adaptive.write_state(store.dir, until, {x.length: x.status for x in lengths}, dict(cells), earlier)
 
 

@@ -186,12 +186,12 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
 
 def _sequential_done(ready: Prepared, console: Console) -> bool:
     """A sequential run whose every length has stopped under its rule needs no weights (checked before they load);
-    --vs refuses a length the earlier run has no complete round of."""
-    from ctxbench.harness.adaptive_run import check_pairs, lengths_of
+    what a sequential run cannot guarantee is refused first (harness/adaptive_checks.py)."""
+    from ctxbench.harness.adaptive_checks import check_sequential
+    from ctxbench.harness.adaptive_run import lengths_of
 
     lengths, rest = lengths_of(ready.cells, ready.store, ready.plan.until)
-    if ready.plan.until.vs:
-        check_pairs(ready.plan.until, lengths, ready.plan.suite.seed)
+    check_sequential(ready, lengths)  # clusters, a changed --alpha, --vs's pairs: refused before anything is written
     if rest or not all(x.final for x in lengths):
         return False
     console.print(f"{ready.store.dir.name}: every length has stopped under --until {ready.plan.until.kind}; the table "

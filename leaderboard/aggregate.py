@@ -128,10 +128,13 @@ def length_averages(
     length"); with no common task it is withheld (NaN) and `note` says why. The interval is
     stats.stratified_interval; `planned`/`errored`/`pending` count the samples of the averaged cells. Reported
     ``avg`` rows pass through; reported per-task rows are averaged like measured ones but get no interval.
+    ``lo_spent`` is the lower end at level 1 − (1 − ci)/K for a model scored at K lengths (α spent over them, for
+    ranking.effective_length's CI lower); a sequential length keeps its anytime-valid lower end.
     """
     df = normalise(df)
     table = task_length_table(df, cells, n_boot=n_boot, seed=seed, ci=ci)
     common, withheld = common_tasks(table), headline_withheld(table)
+    looks = table.groupby("model")["length"].nunique().to_dict()  # lengths per model: CI lower spends α over them
     rows = []
     for (model, length), group in table.groupby(["model", "length"], sort=True):
         scores = df[(df["model"] == model) & (df["length"] == length)]
@@ -166,21 +169,28 @@ def length_averages(
         iv = stratified_interval(strata, level=ci, n_boot=n_boot, rng=cell_rng(seed, model, length),
                                  clusters=clusters if any(c is not None for c in clusters) else None)
         counts = {c: int(in_set[c].sum()) for c in CELL_COUNTS}
-        iv = _sequential_interval(iv, group, counts)
-        rows.append({**base, "mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "method": iv.method, "n_tasks": len(keep),
+        iv = _sequential_interval(iv, group, counts, keep)
+        spent = iv.lo if looks[model] == 1 or iv.method == SEQUENTIAL else stratified_interval(
+            strata, level=1 - (1 - ci) / looks[model], n_boot=n_boot, rng=cell_rng(seed, model, length),
+            clusters=clusters if any(c is not None for c in clusters) else None).lo
+        rows.append({**base, "mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "lo_spent": spent, "method": iv.method,
+                     "n_tasks": len(keep),
                      "n_tasks_all": len(every), "n": iv.n, **counts,
                      "status": status(iv.n, counts["errored"], counts["pending"], stopped=counts["stopped"])
                      if keep else note.split(":")[0],
                      "task_set": task_set, "task_set_key": ",".join(sorted(keep)), "note": note})
-    columns = ["model", "length", "mean", "lo", "hi", "method", "n_tasks", "n_tasks_all", "n", "planned", "errored",
+    columns = ["model", "length", "mean", "lo", "hi", "lo_spent", "method", "n_tasks", "n_tasks_all", "n", "planned", "errored",
                "pending", "stopped", "status", "task_set", "task_set_key", "note", "source", "claimed_length", "run_ids", "headline"]
     return pd.DataFrame(rows, columns=columns)
 
 
-def _sequential_interval(iv, group: pd.DataFrame, counts: dict[str, int]):
+def _sequential_interval(iv, group: pd.DataFrame, counts: dict[str, int], keep: set[str]):
     """A length a sequential run stopped (--until) shows its anytime-valid interval, not a fixed-n one: its n depended
-    on the data, which a fixed-n interval does not allow for. Only where every sample of the length is scored."""
+    on the data, which a fixed-n interval does not allow for. Only where every sample of the length is scored, and
+    only on the task set the sequential run averaged (beside another run's tasks it covers another mean)."""
     if "sequential_lo" not in group or group["sequential_lo"].isna().all() or counts["pending"] or counts["errored"]:
+        return iv
+    if set(group.loc[group["sequential_lo"].notna(), "task"]) != set(keep):
         return iv
     import dataclasses
 

@@ -154,7 +154,9 @@ def _preamble(avgs: pd.DataFrame, *, threshold: float | str, thr: float, rule: R
         "the variance-based one), for continuous scores a stratified bootstrap-t.",
         f"Effective length = {rule_text}; threshold {thr:.1f}"
         + (f" ({threshold})." if isinstance(threshold, str) else ".")
-        + " 'CI lower' applies the same rule to the lower bound of the interval.",
+        + " 'CI lower' applies the same rule to each length's lower bound"
+        + (f", with the error spent over the model's K lengths (level 1 − {1 - ci:g}/K): a lower confidence bound on "
+           "the effective length." if rule == "max" else "."),
         "wAvg weights rise (inc) or fall (dec) linearly over each model's evaluated lengths.",
     )
     if (avgs["source"] == "reported").any():

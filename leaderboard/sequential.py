@@ -186,6 +186,9 @@ def _path(points: np.ndarray, weights: np.ndarray, alpha: float, grid: np.ndarra
         best_plus = np.maximum.accumulate(np.concatenate([best_plus, plus], axis=1), axis=1)
         best_minus = np.maximum.accumulate(np.concatenate([best_minus, minus], axis=1), axis=1)
         lo, hi = _endpoints(best_plus[0, 1:] >= barrier, best_minus[0, 1:] >= barrier, grid)
+        now_lo, now_hi = _endpoints(plus[0] >= barrier, minus[0] >= barrier, grid)  # this round's set alone
+        empty = lo > hi  # the running intersection is empty: say this round's interval, never an inverted one
+        lo, hi = np.where(empty, np.minimum(now_lo, now_hi), lo), np.where(empty, np.maximum(now_lo, now_hi), hi)
         los.append(lo)
         his.append(hi)
         best_plus, best_minus = best_plus[:, -1:], best_minus[:, -1:]
@@ -215,11 +218,21 @@ def _scaled_interval(values: Sequence, *, alpha: float, lower: float, upper: flo
 
 def _last_interval(points: np.ndarray, weights: np.ndarray, alpha: float,
                    anchors01: Sequence[float]) -> tuple[float, float]:
+    """The running intersection's ends. Where it is empty (every candidate excluded at some round: the data moved,
+    or the sequence missed, an event of chance ≤ α) the last round's own interval, so lo ≤ hi always."""
+    lo, hi = _interval_on_grids(points, weights, alpha, anchors01, ever=True)
+    if lo > hi:
+        lo, hi = _interval_on_grids(points, weights, alpha, anchors01, ever=False)
+    return min(lo, hi), max(lo, hi)
+
+
+def _interval_on_grids(points: np.ndarray, weights: np.ndarray, alpha: float, anchors01: Sequence[float], *,
+                       ever: bool) -> tuple[float, float]:
     barrier = math.log(1 / alpha)
     coarse = np.unique(np.concatenate([np.linspace(0.0, 1.0, COARSE_POINTS), anchors01]))
-    low, high = _excluded_ever(points, weights, alpha, coarse, barrier)
+    low, high = _excluded_ever(points, weights, alpha, coarse, barrier, ever=ever)
     fine = np.concatenate([_bracket(coarse, low.sum() - 1), _bracket(coarse, coarse.size - high.sum() - 1)])
-    fine_low, fine_high = _excluded_ever(points, weights, alpha, fine, barrier)
+    fine_low, fine_high = _excluded_ever(points, weights, alpha, fine, barrier, ever=ever)
     lo = max([0.0, *coarse[low], *fine[fine_low]])  # excluded tails are a prefix and a suffix of [0, 1]
     hi = min([1.0, *coarse[high], *fine[fine_high]])
     return lo, hi
@@ -233,13 +246,14 @@ def _bracket(grid: np.ndarray, index: int) -> np.ndarray:
 
 
 def _excluded_ever(points: np.ndarray, weights: np.ndarray, alpha: float, grid: np.ndarray,
-                   barrier: float) -> tuple[np.ndarray, np.ndarray]:
-    """Which candidates the low and the high bettor have excluded at some round so far (running intersection)."""
+                   barrier: float, *, ever: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Which candidates the low and the high bettor have excluded at some round so far (running intersection), or
+    (ever=False) at the last round."""
     best_plus, best_minus = np.full(grid.size, -np.inf), np.full(grid.size, -np.inf)
     if grid.size:
         for _, plus, minus in _capital_blocks(points, weights, alpha, grid):
-            best_plus = np.maximum(best_plus, plus[0].max(axis=0))
-            best_minus = np.maximum(best_minus, minus[0].max(axis=0))
+            best_plus = np.maximum(best_plus, plus[0].max(axis=0)) if ever else plus[0, -1]
+            best_minus = np.maximum(best_minus, minus[0].max(axis=0)) if ever else minus[0, -1]
     return best_plus >= barrier, best_minus >= barrier
 
 

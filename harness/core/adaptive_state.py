@@ -42,7 +42,11 @@ def summary_lines(state: dict[str, Any], lengths: Iterable[int] | None = None) -
         if v.get("settled"):
             lines.append(f"{key}: settled {v.get('decision')} {where} after {rounds}")
         elif v.get("stopped") in FINAL:
-            lines.append(f"{key}: {v.get('decision', 'undecided')} {where} at {v.get('stopped')} ({rounds})")
+            tail = "; the tasks with more samples go on to theirs at fixed N" if v.get("n_max") else ""
+            lines.append(f"{key}: {v.get('decision', 'undecided')} {where} at {v.get('stopped')} ({rounds}{tail})")
+        elif v.get("stopped") == "failed samples":
+            lines.append(f"{key}: not settled: failed samples stand {where} after {rounds}; rerun the same command "
+                         "to retry them")
         else:
             lines.append(f"{key}: not settled yet {where} after {rounds} ({v.get('stopped', 'running')})")
     return lines
