@@ -37,6 +37,7 @@ from .tables import (
     comparison_display,
     curve_tasks,
     examples_display,
+    main_table,
     main_tables,
     marks_legend,
     over_budget_notes,
@@ -115,7 +116,7 @@ def _sections(
 ) -> tuple[tuple[str, ...], list[Section]]:
     """The report's preamble and sections, as plain text and figures (escaped when rendered)."""
     main_notes = (rank_note(summary), *marks_legend([avgs, tasks]))
-    sections = [Section(title="Main results", tables=main_tables(avgs, summary), notes=main_notes)]
+    sections = [Section(title="Main results", tables=_main_and_reported(avgs, summary), notes=main_notes)]
     if not cats.empty:
         sections.append(Section(title="By category", tables=(category_display(cats),),
                                 paragraphs=("Mean of task means within each category, over each model's common task set.",)))
@@ -133,6 +134,17 @@ def _sections(
     if examples:
         sections.append(Section(title="Example predictions", tables=(examples_display(examples),), collapsed=True))
     return _preamble(avgs, threshold=threshold, thr=thr, rule=rule, ci=ci, relative=relative), sections
+
+
+def _main_and_reported(avgs: pd.DataFrame, summary: pd.DataFrame) -> tuple:
+    """The user's own models are the main table (models on other tasks set apart below it); a paper's imported rows
+    sit in a table of their own after it, so importing a table never pushes the measured models aside."""
+    reported = summary["source"] == "reported"
+    if not reported.any() or reported.all():
+        return main_tables(avgs, summary)
+    caption = (f"Reported in publications ({REPORTED_MARK}): imported numbers, not measured here, without per-sample "
+               "data or intervals")
+    return (*main_tables(avgs, summary[~reported]), main_table(avgs, summary[reported], caption=caption))
 
 
 def _preamble(avgs: pd.DataFrame, *, threshold: float | str, thr: float, rule: Rule, ci: float,

@@ -40,7 +40,9 @@ def test_board_with_comparison_and_import(tmp_path, repo_root, data_dir):
     models = {row["model"] for row in rows}
     assert {"A", "B", "PaperModel"} <= models
     md = (board / "leaderboard.md").read_text()
-    assert "PaperModel" in md and "512" in md  # the reported model sits in the same table
+    assert "PaperModel" in md and "512" in md  # the reported model: in its own table, below the measured ones
+    main = md.split("## Main results", 1)[1].split("\n## ", 1)[0]
+    assert main.index("| A |") < main.index("Reported in publications") < main.index("PaperModel")
     html = (board / "index.html").read_text()
     assert "A − B" in html or "A - B" in html or "A vs B" in html
 
