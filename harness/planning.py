@@ -168,6 +168,7 @@ def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None, judge_bu
     suite = plan.suite
     check_counts(suite, repeats=plan.generation.repeats, store_dir=plan.out_dir)  # arithmetic: before anything grows
     check_size(suite, batch_size=int(plan.backend_args.get("batch_size") or 1))
+    check_zero_lengths(suite)  # from the suite alone: before a model is converted or loaded
     model = backend if backend is not None else open_model(plan, suite.truncation)
     plan = resolve_auto(plan, model)  # a resolved `auto` (dtype) is identity: the run id hashes what will run
     gen = plan.generation
@@ -269,14 +270,22 @@ def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True, repea
             continue
         n = task.samples_per_length(ctx)
         n = suite.samples if n is None else n if cap is None or not reads_records(task) else min(n, cap)
+        check_zero_lengths(suite, only=i, task=task)
         for length in spec.lengths or suite.lengths:
-            if length == 0:
-                raise ConfigError(f"tasks.{i}: {spec.display} needs a length of at least 64 tokens; length 0 is for "
-                                  "short-context (lm-eval) tasks only")
             binned = task.samples_at(length, ctx)  # fixed items binned by length
             at = n if binned is None else min(n, binned)
             cells.append(Cell(task, length, at, tuple(j for j in range(at) if keep(f"{task.name}@{length}#{j}")), repeats))
     return cells, external
+
+
+def check_zero_lengths(suite: Suite, *, only: int | None = None, task: Task | None = None) -> None:
+    """Length 0 is for external (lm-eval) tasks only: refused from the suite alone, before any model work."""
+    for i, spec in enumerate(suite.tasks):
+        if (only is not None and i != only) or 0 not in (spec.lengths or suite.lengths):
+            continue
+        if not (task if only is not None and task is not None else build_task(spec, where=f"tasks.{i}")).external:
+            raise ConfigError(f"tasks.{i}: {spec.display} needs a length of at least 64 tokens; length 0 is for "
+                              "short-context (lm-eval) tasks only")
 
 
 def reads_records(task: Task) -> bool:

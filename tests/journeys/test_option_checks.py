@@ -52,3 +52,15 @@ def test_a_cuda_index_beyond_the_machines_gpus(monkeypatch):
     check_backend_args("hf", {"device": "cuda:0"})
     with pytest.raises(ConfigError, match=r"backend_args.device: cuda:1: this machine has 1 CUDA device\(s\), cuda:0 to cuda:0"):
         check_backend_args("hf", {"device": "cuda:1"})
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m", "./no-such-model"])
+def test_length_zero_is_refused_before_the_model_is_converted(user, tmp_path, model):
+    """Issue 32's seam: `--lengths 0` converted the GGUF model (transformers' dtype notice, a DeepSpeed warning) before
+    refusing. The suite alone refuses it: one line, nothing else printed, nothing converted into an empty cache."""
+    cache = tmp_path / "cache"
+    r = user.run(f"ctxbench score --backend echo --model {model} --suite ruler-quick --lengths 0",
+                 env={"CTXBENCH_CACHE": str(cache)})
+    _one_line_and_nothing_written(user, r)
+    assert r.err.startswith("error: tasks.0: ruler/niah_single_1 needs a length of at least 64 tokens") and not r.out
+    assert not (cache / "models").exists() or not any((cache / "models").iterdir())
