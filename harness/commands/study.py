@@ -49,8 +49,18 @@ def _verdicts(result) -> str:
 
     res = json.loads(result.json.read_text())
     lines = [f"{c['measure']}: {c['a']} − {c['b']} = {c['diff']:+.4f}, p = {c['p_adjusted']:.3g} (Holm), {c['method']}"
-             for c in res["comparisons"]]
+             f"{_power(c)}" for c in res["comparisons"]]
     return "\n".join(lines) or "no comparisons"
+
+
+def _power(c: dict) -> str:
+    """Against one fixed run: the difference this design detects, and the seeds that would detect the observed one."""
+    p = c.get("power")
+    if not p:
+        return ""
+    seeds = f"{p['seeds_for_target']} seeds" if p["seeds_for_target"] else "no seed count"
+    return (f"; detects {p['detectable']:.4f} at {p['power']:.0%} power ({p['power_at_target']:.0%} for "
+            f"{p['target']:.4f}, the observed size; {seeds} would reach {p['power']:.0%})")
 
 
 def register(app: typer.Typer) -> None:

@@ -13,6 +13,7 @@ import pandas as pd
 from ctxbench.harness.core.io import atomic_write, jsonable
 from ctxbench.harness.studies.config import UNTRAINED, StudyConfig
 from ctxbench.leaderboard import studies as st
+from ctxbench.leaderboard import study_power as sp
 from ctxbench.leaderboard.render import Figure, Section, Table, render_html, render_markdown
 
 TASKS = "task score"  # the family of all non-perplexity tasks, averaged over (task, length) cells
@@ -72,7 +73,8 @@ def write_report(study: StudyConfig, trained, scored, heldout) -> dict[str, Path
     md = atomic_write(root / md_name, render_markdown(title, sections, preamble=notes))
     html = atomic_write(root / html_name, render_html(title, sections, preamble=notes))
     payload = {"study": study.model_dump(mode="json"), "alpha": a, "comparisons_in_family": k,
-               "comparisons": [{"measure": n, "lower_is_better": lower, **_delta_json(d)} for n, lower, d in labelled],
+               "comparisons": [{"measure": n, "lower_is_better": lower, **_delta_json(d, study.stats.power)}
+                               for n, lower, d in labelled],
                "seeds": st.seed_table(task_df).to_dict(orient="records") if len(task_df) else [],
                "perplexity": st.perplexities(ppl_df).to_dict(orient="records") if len(ppl_df) else [],
                "trained": [{**t.__dict__, "checkpoint": str(t.checkpoint), "run_dir": str(t.run_dir)} for t in trained],
@@ -87,8 +89,11 @@ def _chunks(items: list, n: int) -> list[list]:
     return [items[i:i + n] for i in range(0, len(items), n)]
 
 
-def _delta_json(d: st.Delta) -> dict[str, Any]:
+def _delta_json(d: st.Delta, power: float) -> dict[str, Any]:
     out = {k: v for k, v in d.__dict__.items() if k != "exact"}
+    single = sp.single_run_power(d, power=power)
+    if single is not None:  # against one fixed run: what this design can see, and the seeds that would see more
+        out["power"] = dict(single.__dict__)
     if d.exact is not None:
         out["exact"] = {"p": d.exact.p_value, "method": d.exact.method, "discordant": d.exact.n_discordant}
     return out
@@ -114,7 +119,9 @@ def _verdicts(study: StudyConfig, labelled, k: int) -> Section:
     lines = []
     for name, lower, d in labelled:
         unit, scale = ("nats/token", 1.0) if lower else ("points", 100.0)
-        lines.append(f"{name}: {st.verdict(d, alpha=a, lower_is_better=lower, unit=unit, scale=scale)}.")
+        note = sp.power_note(d, power=study.stats.power, unit=unit, scale=scale)
+        lines.append(f"{name}: {st.verdict(d, alpha=a, lower_is_better=lower, unit=unit, scale=scale)}"
+                     f"{'. ' + note[0].upper() + note[1:] if note else ''}.")
     sig = [x for x in labelled if x[2].decisive_p < a and x[2].diff != 0]
     if not sig:
         head = f"No difference is significant at {a:g} after Holm's adjustment over {k} comparisons."
