@@ -151,7 +151,8 @@ class Judged(Task):
     def paid_calls(self) -> tuple[int, int]:
         """(judge calls, tokens at most) per scored sample: the cost guard's unit (harness/judge.py)."""
         calls = self.calls_per_sample
-        prompt = self.rubric_chars // CHARS_PER_TOKEN + calls * (self.reference_tokens + self.max_new_tokens)
+        answer = self.max_new_tokens * MAX_CHARS_PER_TOKEN // CHARS_PER_TOKEN  # the cut answer's bound (within_budget)
+        prompt = self.rubric_chars // CHARS_PER_TOKEN + calls * (self.reference_tokens + answer)
         return calls, prompt + calls * self.args.max_tokens
 
     calls_per_sample: ClassVar[int] = 1
