@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import sys
 import threading
@@ -139,7 +140,7 @@ class RetryingHTTP:
         if probe:
             try:
                 return status, resp.json()
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
                 if status < 400 and retry_status:
                     raise Transient("unreadable JSON response") from None
                 return status, None
@@ -147,7 +148,7 @@ class RetryingHTTP:
             raise Permanent(f"HTTP {status}: {self._clean(detail(resp))}")
         try:
             data = resp.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             raise Transient(f"unreadable JSON in a {status} response ({len(resp.content)} bytes)") from None
         if not isinstance(data, dict):
             raise Transient(f"unexpected JSON in a {status} response")
@@ -227,15 +228,16 @@ def retry_after_seconds(resp) -> float | None:
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None  # "inf" or "nan" would wait forever
 
 
 def detail(resp) -> str:
     try:
         data = resp.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return resp.text
     if isinstance(data, dict):
         err = data.get("error") or data.get("detail") or data.get("message")

@@ -181,3 +181,24 @@ def test_a_malformed_model_listing_is_no_listing(listing, smol_tokenizer):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_json_nested_past_the_parsers_depth_is_an_unreadable_reply(untrusted, smol_tokenizer):
+    deep = b'{"choices": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+
+    (p,) = backend(untrusted(lambda body: RawReply(deep))).generate([make_request(smol_tokenizer, "a", "q")])
+    assert p.error == f"gave up after 1 attempts: unreadable JSON in a 200 response ({len(deep)} bytes)"
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-5"])
+def test_a_retry_after_that_is_no_time_is_ignored(value, stub_server, smol_tokenizer):
+    import math
+
+    import httpx
+
+    from .test_openai_transport import scripted
+
+    b, clock, seen = scripted(stub_server(), [httpx.Response(429, headers={"Retry-After": value})], max_retries=1,
+                              backoff_max=0.0)
+    (p,) = b.generate([make_request(smol_tokenizer, "a", "q")])
+    assert p.error is None and len(seen) == 2 and all(math.isfinite(s) for s in clock.sleeps)
