@@ -10,8 +10,10 @@ first lookup of that kind) and from third-party plugins: any installed distribut
     my_plugin = "my_package.ctxbench_plugin"
 
 and that module is imported on the first lookup of any kind; its `@register(...)` decorators add its entries.
-A plugin that fails to import is reported once as a warning and skipped, so one broken plugin never
-breaks ctxbench.
+A plugin that fails to import (an exception, sys.exit, KeyboardInterrupt) or registers a name that ctxbench or
+another plugin already has is unloaded whole (none of its entries stay) and reported in one warning line naming
+the distributions involved, whichever was imported first and in every command; one broken plugin never breaks
+ctxbench.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def register(kind: str, name: str, **info: Any) -> Callable[[Callable[..., Any]]
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         if name in _REGISTRY[kind] and _REGISTRY[kind][name] is not fn:
-            raise ValueError(f"{kind} {name!r} is registered twice")
+            _clash(kind, name)
         _REGISTRY[kind][name] = fn
         if info:
             _INFO[(kind, name)] = dict(info)
@@ -80,6 +82,41 @@ def register(kind: str, name: str, **info: Any) -> Callable[[Callable[..., Any]]
         return fn
 
     return deco
+
+
+class PluginClash(ValueError):
+    """A plugin registers a name that is taken: the plugin is unloaded, the entry that was there stays."""
+
+
+def _who(origin: PluginOrigin | None) -> str:
+    if origin is None:
+        return "ctxbench"
+    return f"plugin {origin.distribution}" + (f" {origin.version}" if origin.version else "") + f" ({origin.entry_point})"
+
+
+def _clash(kind: str, name: str) -> None:
+    """A second registration of (kind, name). A plugin importing now (or after an earlier plugin took the name) is
+    refused: PluginClash, caught by _load_plugins, which unloads it. ctxbench's own module registering a name a
+    plugin imported earlier took: that plugin is unloaded and ctxbench's entry goes in. Two of ctxbench's own: a bug."""
+    was, now = _ORIGINS.get((kind, name)), (_LOADING[-1] if _LOADING else None)
+    what = f"{_NOUN.get(kind, kind)} {name!r}"
+    if now is not None:
+        raise PluginClash(f"it registers {what}, which {_who(was)} already registers")
+    if was is not None:
+        _unload(was, f"it registers {what}, which {_who(None)} already registers")
+        return
+    raise ValueError(f"{kind} {name!r} is registered twice")
+
+
+def _unload(origin: PluginOrigin, why: str) -> None:
+    """Remove every entry a plugin registered (a plugin is loaded whole or not at all) and say why in one line."""
+    for key in [k for k, o in _ORIGINS.items() if o.entry_point == origin.entry_point]:
+        _REGISTRY[key[0]].pop(key[1], None)
+        _INFO.pop(key, None)
+        _ORIGINS.pop(key, None)
+    _PLUGINS.pop(origin.entry_point, None)
+    warnings.warn(f"ctxbench plugin {origin.distribution} ({origin.entry_point}) was not loaded: {why}; uninstall it "
+                  "or fix it (ctxbench runs without it)", stacklevel=2)
 
 
 def _import_tree(name: str) -> None:
@@ -97,17 +134,36 @@ def _load_plugins() -> None:
     if "plugins" in _LOADED:
         return
     _LOADED.add("plugins")
-    for ep in metadata.entry_points(group=PLUGIN_GROUP):
+    found = list(metadata.entry_points(group=PLUGIN_GROUP))
+    if found:  # ctxbench's own entries first, so a plugin's clash shows in every command, whichever kind it asks for
+        for name in sorted({n for names in _PROVIDERS.values() for n in names}):
+            _import_tree(name)
+    for ep in found:
         dist = ep.dist
-        _LOADING.append(PluginOrigin(ep.name, dist.metadata["Name"] if dist else ep.name, dist.version if dist else ""))
+        origin = PluginOrigin(ep.name, dist.metadata["Name"] if dist else ep.name, dist.version if dist else "")
+        _LOADING.append(origin)
         try:
             ep.load()
-        except Exception as e:  # noqa: BLE001 - a broken plugin is reported, not fatal
-            warnings.warn(f"ctxbench plugin {ep.name!r} ({ep.value}) failed to load: {e.__class__.__name__}: {e}", stacklevel=2)
+        except PluginClash as e:
+            _unload(origin, str(e))
+            continue
+        except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - a broken plugin is reported, not fatal
+            code = f" {e.code}" if isinstance(e, SystemExit) and e.code is not None else ""
+            _unload(origin, f"importing {ep.value} failed: {e.__class__.__name__}{code}" + (f": {e}" if str(e) and not code else ""))
+            _forget_modules(ep.value)
             continue
         finally:
             _LOADING.pop()
         _PLUGINS[ep.name] = ep.value
+
+
+def _forget_modules(value: str) -> None:
+    """Drop a failed plugin's half-imported module, so nothing else finds what it defined before it failed."""
+    import sys
+
+    module = value.split(":", 1)[0].strip()
+    for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+        del sys.modules[name]
 
 
 def _load(kind: str) -> None:

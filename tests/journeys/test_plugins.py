@@ -97,3 +97,55 @@ def test_a_plugin_suite_scores_and_the_record_names_the_plugin(user, plugin_env)
     assert all(u["distribution"] != "ctxbench-broken-plugin" for u in used)
     listed = user.run("ctxbench suites", env=plugin_env)
     assert listed.code == 0 and "journey-quick  1 tasks at [256] (plugin ctxbench-journey-plugin)" in listed.out
+
+
+CLASH = '''
+"""A plugin that takes ctxbench's own names (task niah/single, backend echo) beside one of its own."""
+from ctxbench.harness.core.registry import register
+
+
+@register("task", "clash/extra")
+def extra(**args):
+    raise AssertionError("never built: the plugin is unloaded whole")
+
+
+@register("task", "niah/single")
+def niah_single(**args):
+    raise AssertionError("ctxbench's own niah/single stays")
+
+
+@register("backend", "echo")
+def echo(**args):
+    raise AssertionError("ctxbench's own echo stays")
+'''
+
+
+@pytest.fixture
+def clash_env(tmp_path) -> dict[str, str]:
+    site = tmp_path / "clash-site"
+    _dist(site, "ctxbench-clash-plugin", "0.3.0", "clash", "clash_plugin", CLASH)
+    return {"PYTHONPATH": str(site)}
+
+
+def _one_clash_line(err: str) -> None:
+    lines = [x for x in err.splitlines() if x.strip()]
+    clash = [x for x in lines if "ctxbench-clash-plugin" in x]
+    assert len(clash) == 1 and "Traceback" not in err, err  # one line, whatever the command
+    assert "ctxbench already registers" in clash[0] and "was not loaded" in clash[0], clash[0]
+
+
+def test_a_plugin_that_takes_ctxbench_names_is_one_line_in_every_command(user, clash_env, data_dir):
+    """Issue 32 Medium 6: the clash is one line naming both distributions in tasks, study and score; the plugin is
+    unloaded whole (its own task is gone too) and ctxbench's entries stay."""
+    tasks = user.run("ctxbench tasks", env=clash_env)
+    assert tasks.code == 0
+    _one_clash_line(tasks.err)
+    assert "clash/extra" not in tasks.out and "niah/single" in tasks.out
+
+    study = user.run("ctxbench study configs/studies/cpu-stdlib.yaml --check", env=clash_env)
+    assert study.code == 0, study.err
+    _one_clash_line(study.err)
+
+    score = user.run("ctxbench score --backend echo --tasks niah/single --lengths 512 --samples 1", env=clash_env)
+    assert score.code == 0, score.err
+    _one_clash_line(score.err)
