@@ -174,3 +174,30 @@ if __name__ == "__main__":  # the published figures: python tests/leaderboard/te
           f"coverage at the stopping time {1 - missed:.4f}")
     print(f"one length at the threshold, looks 1: settled (all wrong) {at_threshold_settled(count):.4f}")
     print(f"--vs under a true null: sign settled {null_sign_errors(count):.4f}")
+
+
+def test_unequal_n_capped_at_the_smallest_n_holds_alpha():
+    """Issue 31 item 4: N = 500 at p = 1 beside N = 20 at p = .6 (score 80.0). Betting on rounds past 20 (task one
+    alone) settled "above 85.6" in every run; capped at the smallest N (harness/adaptive_run.Length.n) the rounds'
+    mean is the score, and a wrong "above" stays under α."""
+    seeds = np.arange(2000, dtype=np.uint64)
+    rounds = np.stack([np.ones((seeds.size, 20)), (sample_uniform(seeds[:, None], 1, 0, np.arange(20)) < 0.6)],
+                      axis=-1).astype(float)
+    _, decision = first_settled(StopRule("effective-length", alpha=ALPHA, threshold=THRESHOLD), rounds, per_round=2)
+    assert (decision == "above").mean() <= ALPHA
+
+
+def test_no_confidence_sequence_is_inverted_when_its_target_moves():
+    """Issue 31 item 4's inverted [95.7, 94.2]: the running intersection of a sequence whose rounds' mean moved is
+    empty; the interval shown is then the last round's own, never lo > hi."""
+    from ctxbench.leaderboard.sequential import interval_path, verdict
+
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        values = [[1.0, float(rng.random() < 0.6)] for _ in range(20)] + [[1.0] for _ in range(480)]
+        v = verdict(StopRule("effective-length", alpha=ALPHA), values)
+        assert v.lo <= v.hi, v
+    lo, hi = confidence_sequence([0.0] * 60 + [1.0] * 300, alpha=ALPHA)
+    assert lo <= hi
+    path_lo, path_hi = interval_path([0.0] * 60 + [1.0] * 300, alpha=ALPHA)
+    assert (path_lo <= path_hi).all()
