@@ -213,15 +213,15 @@ class Judged(Task):
         judge["cached"] = sum(h is not None for h in hits)
         error = self._pay([i for i, h in enumerate(hits) if h is None], asked, keys, hits, sample, judge)
         if error:
-            return None, {"judge": {**judge, "out_of_range": flags}}, error
+            return None, {"judge": {**judge, "flags": flags}}, error
         try:
             values = [self.accept(i, h["output"], sample) for i, h in enumerate(hits)]
-            official, more, out_of_range = self.combine(values, sample)
+            official, more, out_of_rubric = self.combine(values, sample)
         except Refused as e:  # accepted call by call, refused together (a non-finite score)
             return None, {"judge": judge}, f"judge: refused verdict ({e})"
         judge.update(verdicts=values, outputs=[h["output"] for h in hits], **more, official_score=official,
-                     out_of_range=flags + out_of_range + ([] if 0 <= official <= 1 else
-                                                          [f"score {official:.4g} clipped to the board's 0..1"]),
+                     flags=flags + out_of_rubric + ([] if 0 <= official <= 1 else
+                                                    [f"score {official:.4g} clipped to the board's 0..1"]),
                      prompt_tokens=sum(h.get("prompt_tokens") or 0 for h in hits),
                      completion_tokens=sum(h.get("completion_tokens") or 0 for h in hits),
                      seeds=[h.get("seed", self.args.seed) for h in hits])

@@ -98,7 +98,7 @@ def test_an_answer_far_over_its_budget_is_cut_and_flagged(fake_judge, tmp_path):
     assert error is None and score == 1.0
     sent = fake_judge.bodies[0]["messages"][0]["content"]
     assert len(sent) < 5000 and "river " * 40 in sent
-    assert extra["judge"]["out_of_range"] == [f"answer cut at {32 * MAX_CHARS_PER_TOKEN:,} of 11,999,999 characters before "
+    assert extra["judge"]["flags"] == [f"answer cut at {32 * MAX_CHARS_PER_TOKEN:,} of 11,999,999 characters before "
                                               "judging (over its 32-token budget)"]
 
 
@@ -161,7 +161,7 @@ def test_refused_verdicts_are_never_read_back_and_a_retry_has_its_own_seed(fake_
     score, extra, error = task.score_row("Answer: the river", sample())
     assert error is None and fake_judge.seeds == [42, 43] and extra["judge"]["seeds"] == [43]
     assert score == 1.0 and extra["judge"]["official_score"] == pytest.approx(4 / 3)
-    assert extra["judge"]["out_of_range"] == ["correctness 4 outside the rubric (0, 1, 2, 3)",
+    assert extra["judge"]["flags"] == ["correctness 4 outside the rubric (0, 1, 2, 3)",
                                               "score 1.333 clipped to the board's 0..1"]
     # a verdict cached under an older reading that today's refuses is asked again, never read back
     task.cache().put(task.cache_key(task.judge_prompts("Answer: the sea", sample())[0][0]), {"output": "garbage"})
