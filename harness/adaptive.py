@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ctxbench.harness.core.adaptive_state import ADAPTIVE_FILE, FINAL, read_state, stopped_samples, summary_lines  # noqa: F401
+from ctxbench.harness.core.adaptive_state import (  # noqa: F401
+    ADAPTIVE_FILE,
+    FINAL,
+    read_state,
+    stopped_samples,
+    summary_lines,
+    with_task_sets,
+)
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_write_json
 
@@ -150,7 +157,7 @@ def write_state(run_dir: Path, until: Until, lengths: dict[int, dict[str, Any]],
     history = list(earlier.get("history") or [])
     if earlier.get("rule") and earlier["rule"] != settings:
         history.append(earlier["rule"])
-    state = {"rule": settings, "target": until.target(), "history": history,
-             "lengths": {str(k): v for k, v in sorted(lengths.items())}, "cells": cells}
+    state = with_task_sets({"rule": settings, "target": until.target(), "history": history,
+                            "lengths": {str(k): dict(v) for k, v in sorted(lengths.items())}, "cells": cells})
     atomic_write_json(Path(run_dir) / ADAPTIVE_FILE, state)
     return state

@@ -63,3 +63,20 @@ def test_adaptive_json_keeps_an_earlier_rule_and_names_the_stopped_cells(tmp_pat
     words = adaptive.summary_lines(state)
     assert words[0] == "512: settled above [90.0, 100.0] after 12 of 50 rounds"
     assert words[1].startswith("1024: not settled yet")
+
+
+def test_adaptive_json_names_each_lengths_task_set_and_says_what_a_rerun_does(tmp_path):
+    """The board shows a length's anytime interval only on the task set its rounds average: a file written before
+    `tasks` existed gets it from its cells. A length with failed samples says the rerun retries them; one whose
+    tasks have unequal N says the rest goes on at fixed N."""
+    lengths = {512: {"rounds": 6, "n": 6, "n_max": 20, "settled": False, "stopped": "reached N", "decision": "undecided",
+                     "lo": 0.2, "hi": 0.8},
+               1024: {"rounds": 4, "n": 20, "settled": False, "stopped": "failed samples", "decision": "below",
+                      "lo": 0.0, "hi": 0.5}}
+    adaptive.write_state(tmp_path, parse("effective-length"), lengths, {"a": {"512": 20, "1024": 4}, "b": {"512": 6}}, {})
+    state = adaptive.read_state(tmp_path)
+    assert state["lengths"]["512"]["tasks"] == ["a", "b"] and state["lengths"]["1024"]["tasks"] == ["a"]
+    words = adaptive.summary_lines(state)
+    assert words[0].endswith("the tasks with more samples go on to theirs at fixed N)")
+    assert "failed samples stand" in words[1] and words[1].endswith("rerun the same command to retry them")
+    assert adaptive.stopped_samples(state) == {("a", 512): 20, ("b", 512): 6}  # 1024 is not final: nothing stopped

@@ -15,12 +15,22 @@ FINAL = ("settled", "reached N", "end of the earlier run")  # a length that will
 
 
 def read_state(run_dir: Path) -> dict[str, Any]:
-    """adaptive.json of a run ({} when it was never scored adaptively, or the file is unreadable)."""
+    """adaptive.json of a run ({} when it was never scored adaptively, or the file is unreadable). Each length names
+    the task set its rounds average (`tasks`; from its cells where a file written before that field lacks it)."""
     try:
         state = json.loads((Path(run_dir) / ADAPTIVE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return state if isinstance(state, dict) else {}
+    return with_task_sets(state) if isinstance(state, dict) else {}
+
+
+def with_task_sets(state: dict[str, Any]) -> dict[str, Any]:
+    """The state with each length's `tasks` (from its cells where the length does not name them)."""
+    cells = state.get("cells") if isinstance(state.get("cells"), dict) else {}
+    for length, v in (state.get("lengths") or {}).items():
+        if isinstance(v, dict) and "tasks" not in v:
+            v["tasks"] = sorted(task for task, per in cells.items() if isinstance(per, dict) and length in per)
+    return state
 
 
 def stopped_samples(state: dict[str, Any]) -> dict[tuple[str, int], int]:
