@@ -202,3 +202,16 @@ def test_a_retry_after_that_is_no_time_is_ignored(value, stub_server, smol_token
                               backoff_max=0.0)
     (p,) = b.generate([make_request(smol_tokenizer, "a", "q")])
     assert p.error is None and len(seen) == 2 and all(math.isfinite(s) for s in clock.sleeps)
+
+
+def test_the_budget_covers_the_reasoning_first_then_the_answer(smol_tokenizer):
+    from ctxbench.harness.backends.openai_replies import LOCAL_SLACK, Answer, within_budget
+
+    thought, final = "Let me think about the number. " * 400, "It is 42."
+    cut = within_budget(Answer(final, None, 7, thought, None), 16, smol_tokenizer)
+    assert cut.over_budget == len(thought) + len(final) and cut.completion_tokens == 16 and cut.text == ""
+    assert thought.startswith(cut.reasoning) and len(smol_tokenizer(cut.reasoning, add_special_tokens=False)["input_ids"]) == 16
+    # a server without a count, a few tokens over by the local tokenizer: within the slack, kept whole and not flagged
+    near = " ".join(["word"] * (16 + LOCAL_SLACK // 2))
+    kept = within_budget(Answer(near, None, 7, None, None), 16, smol_tokenizer)
+    assert kept.text == near and kept.over_budget == 0 and kept.completion_tokens == 16 + LOCAL_SLACK // 2
