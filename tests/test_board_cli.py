@@ -1,6 +1,7 @@
 """`ctxbench board build|import` over a store of (model-free) runs: tables, comparisons, imports, errors."""
 
 import csv
+import os
 import subprocess
 import sys
 
@@ -17,7 +18,9 @@ tasks:
 
 
 def _cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "COLUMNS": "120"}  # what the command prints, whatever the shell's width
+    return subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
 
 
 @pytest.mark.slow  # ~14 s; the paired statistics are tests/leaderboard's

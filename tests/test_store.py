@@ -17,6 +17,7 @@ samples: 4
 tasks: [ruler/niah_single_1, ruler/niah_multikey_2]
 """
 TOTAL = 2 * 2 * 4
+ENV = {**os.environ, "COLUMNS": "120"}  # the table's width, whatever the shell that runs the tests says
 
 
 def _cmd(suite, out, *extra):
@@ -34,7 +35,7 @@ def test_sigkill_midway_then_resume(tmp_path, repo_root, data_dir):
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE)
     out = tmp_path / "runs"
-    proc = subprocess.Popen(_cmd(suite, out, "--data-dir", str(data_dir)), cwd=repo_root,
+    proc = subprocess.Popen(_cmd(suite, out, "--data-dir", str(data_dir)), cwd=repo_root, env=ENV,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -49,7 +50,7 @@ def test_sigkill_midway_then_resume(tmp_path, repo_root, data_dir):
     with open(run / "samples.jsonl", "ab") as f:  # simulate a write torn by the kill
         f.write(b'{"id": "ruler/niah_single_1@512#9", "predic')
 
-    r = subprocess.run(_cmd(suite, out, "--data-dir", str(data_dir)), cwd=repo_root, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(_cmd(suite, out, "--data-dir", str(data_dir)), cwd=repo_root, env=ENV, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     lines, _ = _lines(out)
     rows = [json.loads(x) for x in lines]  # every line parses
@@ -57,11 +58,11 @@ def test_sigkill_midway_then_resume(tmp_path, repo_root, data_dir):
     assert len(ids) == len(set(ids)) == TOTAL
     assert all(x["score"] is not None for x in rows)
 
-    r = subprocess.run(_cmd(suite, out, "--data-dir", str(data_dir)), cwd=repo_root, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(_cmd(suite, out, "--data-dir", str(data_dir)), cwd=repo_root, env=ENV, capture_output=True, text=True, timeout=300)
     assert len(_lines(out)[0]) == TOTAL  # a finished run recomputes nothing
     with open(run / "samples.jsonl", "ab") as f:
         f.write(b'{"id": "marker", "score": 1.0}\n')
-    r = subprocess.run(_cmd(suite, out, "--data-dir", str(data_dir), "--fresh"), cwd=repo_root,
+    r = subprocess.run(_cmd(suite, out, "--data-dir", str(data_dir), "--fresh"), cwd=repo_root, env=ENV,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     lines, _ = _lines(out)
@@ -72,7 +73,7 @@ def test_record_has_what_reproduces_the_run(tmp_path, repo_root, data_dir):
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE.replace("samples: 4", "samples: 1"))
     out = tmp_path / "runs"
-    r = subprocess.run(_cmd(suite, out, "--data-dir", str(data_dir)), cwd=repo_root, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(_cmd(suite, out, "--data-dir", str(data_dir)), cwd=repo_root, env=ENV, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     (run,) = [p for p in out.iterdir() if p.is_dir()]
     rec = RunStore(out, run.name).read_record()
@@ -100,7 +101,7 @@ def test_shards_split_the_suite_and_merge(tmp_path, repo_root, data_dir):
     base = [sys.executable, "-m", "ctxbench.harness.cli", "score", "--suite", str(suite), "--store", str(out), "--backend", "echo",
             "--data-dir", str(data_dir)]
     for part in ("0/2", "1/2"):
-        r = subprocess.run(base + ["--shard", part], cwd=repo_root, capture_output=True, text=True, timeout=300)
+        r = subprocess.run(base + ["--shard", part], cwd=repo_root, env=ENV, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
     (run,) = [p for p in out.iterdir() if p.is_dir()]
     parts = sorted(run.glob("samples.shard-*.jsonl"))
@@ -108,5 +109,5 @@ def test_shards_split_the_suite_and_merge(tmp_path, repo_root, data_dir):
     ids = [[json.loads(x)["id"] for x in p.read_text().splitlines()] for p in parts]
     assert ids[0] and ids[1] and not set(ids[0]) & set(ids[1])
     assert len(RunStore(out, run.name).latest()) == TOTAL
-    r = subprocess.run(base + ["--shard", "2/2"], cwd=repo_root, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(base + ["--shard", "2/2"], cwd=repo_root, env=ENV, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "--shard" in r.stderr
