@@ -31,6 +31,7 @@ from ctxbench.harness.core.models import tokenizer_fingerprint, weights_fingerpr
 from ctxbench.harness.core.prompting import PromptRenderer
 from ctxbench.harness.core.redact import redact_all, url_secrets
 from ctxbench.harness.core.store import RunStore, check_identity
+from ctxbench.harness.core.task_versions import suite_task_versions
 from ctxbench.harness.core.types import EXECUTION_ARGS, Generation, repeat_id
 from ctxbench.harness.judge import JudgeBudget, JudgeCost, check_budget, judge_cost
 from ctxbench.harness.plan_bounds import check_counts
@@ -77,6 +78,8 @@ class RunPlan:
                  "args": self.identity_args()}
         if self.generation.identity():  # a default protocol hashes as before: older runs keep their ids
             ident["generation"] = self.generation.identity()
+        if versions := suite_task_versions(self.suite):  # tasks at version 0 hash as before
+            ident["task_versions"] = versions
         prefix = f"{slug(self.label or Path(self.model).name or self.model)}-{slug(self.suite.name)}"
         legacy = f"{prefix}-{_digest(ident)}"
         new = legacy if not self.label or slug(self.label) == self.label else f"{prefix}-{_digest({**ident, 'label': self.label})}"

@@ -249,7 +249,8 @@ def _score(study: StudyConfig, method: str, seed: int | None, model: str, suite,
         outcome = run(plan, console=console)
         if outcome.failed:
             raise ConfigError(f"{label}: {outcome.failed} samples failed ({dict(outcome.errors)}); rerun the study to retry them")
-        state.mark(plan.run_id(), key)
+        state.mark(outcome.store.dir.name, key)
+        return Scored(method, seed, model, outcome.store.dir.name)  # the id the plan step resolved (dtype auto)
     return Scored(method, seed, model, plan.run_id())
 
 
