@@ -180,7 +180,7 @@ def _register(dataset: str) -> None:
     def factory(**args):
         return HelmetIcl(dataset, HelmetIclArgs(**args))
 
-    register("task", f"icl/{dataset}")(factory)
+    register("task", f"icl/{dataset}", version=1)(factory)
 
 
 for _d in DATASETS:

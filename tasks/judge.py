@@ -328,6 +328,6 @@ class JudgedQA(Judged):
         return score, {}, flags
 
 
-@register("task", "judge/qa")
+@register("task", "judge/qa", version=1)
 def judge_qa(**args):
     return JudgedQA("judge/qa", QAJudgeArgs(**args))
