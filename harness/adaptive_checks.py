@@ -31,7 +31,8 @@ def check_sequential(ready: Any, lengths: list[Any]) -> None:
     first = _first_samples(ready, lengths, latest)
     check_clusters(first)
     if until.vs:
-        check_prompts(first, earlier, ready.identity, Path(until.vs).name)
+        stored = [{"id": sid, "prompt_hash": r.get("prompt_hash")} for sid, r in latest.items() if r.get("prompt_hash")]
+        check_prompts([*first.values(), *stored], earlier, ready.identity, Path(until.vs).name)
 
 
 def check_alpha(run_dir: Path, alpha: float, *, resumed: bool) -> None:
@@ -108,15 +109,15 @@ def check_clusters(first: dict[str, dict[str, Any]]) -> None:
                               "clusters), or leave it out (--tasks)")
 
 
-def check_prompts(first: dict[str, dict[str, Any]], earlier: RunStore, identity: dict[str, Any], name: str) -> None:
+def check_prompts(samples: list[dict[str, Any]], earlier: RunStore, identity: dict[str, Any], name: str) -> None:
     """Where both runs render prompts alike (one tokenizer and template), a paired sample's prompt must be the same
-    text: compared by hash on each task's first sample."""
+    text: compared by hash on each task's first sample and on every sample this run has stored."""
     record = earlier.read_record()
     if (record.get("tokenizer_fingerprint"), record.get("template")) != (identity.get("tokenizer_fingerprint"),
                                                                          identity.get("template")):
         return  # other models' prompts differ by their templates; the task arguments were checked above
     theirs = earlier.latest()
-    for sample in first.values():
+    for sample in samples:
         row = theirs.get(sample["id"])
         if row and row.get("prompt_hash") and row["prompt_hash"] != sample["prompt_hash"]:
             raise ConfigError(f"--vs: {name}'s prompt for {sample['id']} differs from this run's (prompt hash "
