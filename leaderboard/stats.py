@@ -2,19 +2,21 @@
 
 - A cell of 0/1 scores (k of n correct) gets the exact Clopper–Pearson interval at every n: its coverage is at
   least nominal at every p, where Wilson's dips to 84% near p = 0.99 for n = 30..200.
-- A cell of continuous scores gets a studentised bootstrap (bootstrap-t) interval, or none ("n too small") below
-  MIN_BOOT_N: the percentile bootstrap covered 87-91% at n = 10, t and BCa 85-93% on skewed scores.
+- A cell of continuous scores gets the hull of a studentised bootstrap (bootstrap-t) interval and a Clopper–Pearson
+  at the variance-matched effective n, or none ("n too small") below MIN_BOOT_N: the percentile bootstrap covered
+  87-91% at n = 10, t and BCa 85-93% on skewed scores, the bootstrap-t alone 70-94% on scores piled at 1.0.
 - A mean of task means (a model's score at a length) gets Clopper–Pearson at a variance-based effective sample
-  size for 0/1 scores, a stratified bootstrap-t for continuous ones (stratified_interval).
+  size for 0/1 scores, the same hull for continuous ones (stratified_interval).
 - Samples that share a haystack or a document (a `clusters` id per sample) are not independent: every interval
-  then uses a cluster-robust variance with t(G−1) quantiles (Korn & Graubard's effective n for 0/1 scores), and
-  the paired test flips signs per cluster.
+  then uses a cluster-robust variance with t(G−1) quantiles (Korn & Graubard's effective n), at most G effective
+  samples when the variance says nothing, and the paired test flips signs per cluster.
 - A paired comparison reports its pairs, discordant pairs and a p-value: the exact sign test (exact McNemar)
   for binary scores, a paired sign-flip permutation test (exact when few, Monte Carlo otherwise) for continuous
   scores, unequal strata or clusters; its interval (sign_flip_interval) inverts that same test.
 - k comparisons at once: Holm's step-down adjustment of their p-values.
 
-docs/statistics.md states the guarantees; benchmarks/stats_calibration.py measures them on an independent simulator.
+docs/statistics.md states the guarantees; benchmarks/stats_calibration.py and benchmarks/interval_corners.py
+measure them on independent simulators.
 """
 
 from __future__ import annotations
@@ -26,101 +28,54 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from .proportions import (
+    SHRINK,
+    Interval,
+    binomial_interval,
+    clopper_pearson,  # noqa: F401  (imported from here by harness.plan_inputs)
+    cluster_codes,
+    cluster_variance,
+    continuous_cluster_variance,
+    hull,
+    is_binary,
+    matched_clopper_pearson,
+    satterthwaite,
+    shrunk_variances,
+    t_interval,
+)
+
 MIN_BOOT_N = 10  # continuous cells smaller than this get no interval
 EXACT_FLIPS = 16  # paired permutation tests enumerate all 2^m sign flips up to m nonzero differences
 MONTE_CARLO_FLIPS = 20_000
-SHRINK = 2.0  # pseudo-samples at the pooled mean that shrink each task's proportion in the stratified variance
-
-
-@dataclass(frozen=True)
-class Interval:
-    mean: float
-    lo: float
-    hi: float
-    n: int
-    method: str  # "clopper-pearson", "bootstrap-t", a stratified or clustered variant, or "n too small"
-
-
-def is_binary(values: Sequence[float] | np.ndarray) -> bool:
-    v = np.asarray(values, dtype=float)
-    return bool(v.size) and bool(np.isin(v, (0.0, 1.0)).all())
-
-
-def clopper_pearson(k: float, n: float, *, level: float = 0.95) -> tuple[float, float]:
-    """Exact binomial interval; k and n may be fractional (effective counts), through the beta quantiles."""
-    a = 1 - level
-    lo = 0.0 if k <= 0 else float(stats.beta.ppf(a / 2, k, n - k + 1))
-    hi = 1.0 if k >= n else float(stats.beta.ppf(1 - a / 2, k + 1, n - k))
-    return lo, hi
-
-
-def binomial_interval(k: int, n: int, *, level: float = 0.95) -> Interval:
-    if n <= 0:
-        return Interval(math.nan, math.nan, math.nan, 0, "n too small")
-    return Interval(k / n, *clopper_pearson(k, n, level=level), n, "clopper-pearson")
-
-
-def cluster_codes(clusters: Sequence | np.ndarray | None, n: int) -> np.ndarray | None:
-    """Integer cluster codes, or None when there are none or every sample is its own cluster."""
-    if clusters is None:
-        return None
-    keys = list(clusters)
-    if len(keys) != n:
-        raise ValueError("clusters: give one cluster id per sample")
-    first: dict = {}
-    codes = np.fromiter((first.setdefault(k, len(first)) for k in keys), dtype=np.int64, count=n)
-    return None if len(first) == n else codes
-
-
-def cluster_variance(v: np.ndarray, codes: np.ndarray) -> tuple[float, int]:
-    """Cluster-robust (linearisation) variance of the mean of v, and the number of clusters G."""
-    n, G = v.size, int(codes.max()) + 1
-    totals = np.bincount(codes, weights=v - v.mean(), minlength=G)
-    return (float(G / (G - 1) * (totals ** 2).sum() / n ** 2) if G > 1 else math.inf), G
-
-
-def _t_interval(mean: float, var: float, df: float, level: float, n: int, method: str) -> Interval:
-    if not math.isfinite(var) or df < 1:
-        return Interval(mean, math.nan, math.nan, n, "n too small")
-    half = float(stats.t.ppf(1 - (1 - level) / 2, df)) * math.sqrt(max(var, 0.0))
-    return Interval(mean, mean - half, mean + half, n, method)
-
-
-def _korn_graubard(mean: float, var: float, n_design: float, df: float | None, level: float, n: int,
-                   method: str) -> Interval:
-    """Clopper–Pearson at n_eff = min(n_design, p(1−p)/var), times (z/t_df)² when the variance has df degrees of
-    freedom (G − 1 with G clusters): Korn & Graubard's interval for proportions from a complex design."""
-    n_eff = n_design
-    if var > 0 and 0 < mean < 1:
-        n_eff = min(n_design, mean * (1 - mean) / var)
-    if df is not None:
-        q = 1 - (1 - level) / 2
-        n_eff *= (stats.norm.ppf(q) / stats.t.ppf(q, max(df, 1))) ** 2
-    return Interval(mean, *clopper_pearson(mean * n_eff, n_eff, level=level), n, method)
 
 
 def mean_interval(values: Sequence[float] | np.ndarray, *, level: float = 0.95, n_boot: int = 2000,
                   rng: np.random.Generator | None = None, clusters: Sequence | None = None) -> Interval:
-    """The interval a cell deserves: Clopper–Pearson for 0/1 scores, bootstrap-t for continuous ones (if n allows);
-    cluster-robust when samples share a cluster."""
+    """The interval a cell deserves: Clopper–Pearson for 0/1 scores; for continuous ones (if n allows) the hull of
+    the bootstrap-t and the matched Clopper–Pearson, which keeps its level where scores pile at 1.0 (the
+    bootstrap-t alone covered 70-94% there); cluster-robust when samples share a cluster."""
     v = np.asarray(values, dtype=float)
     n = int(v.size)
     if n == 0:
         return Interval(math.nan, math.nan, math.nan, 0, "n too small")
     codes = cluster_codes(clusters, n)
-    binary = is_binary(v)
-    if codes is not None:
-        var, G = cluster_variance(v, codes)
-        if binary:
-            return _korn_graubard(float(v.mean()), var, n, G - 1, level, n, f"clopper-pearson (Korn-Graubard, {G} clusters)")
-        if n < MIN_BOOT_N:
-            return Interval(float(v.mean()), math.nan, math.nan, n, "n too small")
-        return _t_interval(float(v.mean()), var, G - 1, level, n, f"cluster-robust t ({G} clusters)")
-    if binary:
+    binary, mean = is_binary(v), float(v.mean())
+    if codes is None and binary:
         return binomial_interval(int(v.sum()), n, level=level)
+    if codes is not None and binary:
+        var, G = cluster_variance(v, codes)
+        return matched_clopper_pearson(mean, var, n_blind=G, df=G - 1, level=level, n=n, cap=n,
+                                       method=f"clopper-pearson (Korn-Graubard, {G} clusters)")
     if n < MIN_BOOT_N:
-        return Interval(float(v.mean()), math.nan, math.nan, n, "n too small")
-    return studentized_bootstrap([v], level=level, n_boot=n_boot, rng=rng or np.random.default_rng(0))
+        return Interval(mean, math.nan, math.nan, n, "n too small")
+    if codes is not None:
+        var, G = continuous_cluster_variance(v, codes)
+        cp = matched_clopper_pearson(mean, var, n_blind=G, df=G - 1, level=level, n=n, method="")
+        return hull(t_interval(mean, var, G - 1, level, n, ""), cp,
+                     f"cluster-robust t + matched clopper-pearson ({G} clusters)")
+    boot = studentized_bootstrap([v], level=level, n_boot=n_boot, rng=rng or np.random.default_rng(0))
+    cp = matched_clopper_pearson(mean, float(v.var(ddof=1)) / n, n_blind=n, df=n - 1, level=level, n=n, method="")
+    return hull(boot, cp, "bootstrap-t + matched clopper-pearson")
 
 
 def studentized_bootstrap(parts: Sequence[np.ndarray], *, level: float, n_boot: int, rng: np.random.Generator,
@@ -128,36 +83,39 @@ def studentized_bootstrap(parts: Sequence[np.ndarray], *, level: float, n_boot: 
     """The bootstrap-t (studentised bootstrap) interval of the mean of the parts' means, each part resampled on its
     own: the quantiles of T* = (m* − m)/SE* replace t's. Second-order accurate, so it keeps its coverage on skewed
     0..1 scores where t (85–93%), BCa (86–92%) and the percentile bootstrap (82–90%) fall short at n = 10–15.
+    SE is studentised with variances shrunk towards ½ (shrunk_variances), so a resample of identical scores keeps
+    a finite T* instead of being dropped (dropping them put the lower end at the mean when scores pile at 1.0).
     Clipped to the 0..1 scale of board scores."""
     k = len(parts)
     mean = float(np.mean([p.mean() for p in parts]))
-    se = math.sqrt(sum(float(p.var(ddof=1)) / p.size for p in parts)) / k
-    n = int(sum(p.size for p in parts))
-    if se == 0:
-        return Interval(mean, mean, mean, n, method)
+    sizes = np.array([p.size for p in parts], dtype=float)
+    se = math.sqrt(float((shrunk_variances(np.array([p.sum() for p in parts]), np.array([(p * p).sum() for p in parts]),
+                                            sizes) / sizes).sum())) / k
+    n = int(sizes.sum())
     means, variances = np.zeros(n_boot), np.zeros(n_boot)
     for p in parts:
         x = p[rng.integers(0, p.size, size=(n_boot, p.size))]
         means += x.mean(axis=1) / k
-        variances += x.var(axis=1, ddof=1) / p.size / k ** 2
-    ok = variances > 0
-    t_star = (means[ok] - mean) / np.sqrt(variances[ok])
+        variances += shrunk_variances(x.sum(axis=1), (x * x).sum(axis=1), p.size) / p.size / k ** 2
+    t_star = (means - mean) / np.sqrt(variances)
     lo_q, hi_q = np.quantile(t_star, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return Interval(mean, max(0.0, mean - hi_q * se), min(1.0, mean - lo_q * se), n, method)
+    lo, hi = max(0.0, mean - hi_q * se), min(1.0, mean - lo_q * se)
+    return Interval(mean, min(lo, mean), max(hi, mean), n, method)
 
 
 def stratified_interval(strata: Sequence[Sequence[float] | np.ndarray], *, level: float = 0.95, n_boot: int = 2000,
                         rng: np.random.Generator | None = None, clusters: Sequence[Sequence] | None = None) -> Interval:
     """The interval of a mean of stratum means (a model's score at a length: the mean of its task means).
 
-    0/1 strata: Clopper–Pearson at n_eff = min(k² / Σ 1/n_i, p̄(1−p̄) / v̂), with v̂ = Σ p̃_i(1−p̃_i)/n_i / k² from
-    task proportions shrunk towards p̄ by SHRINK pseudo-samples. The first term (Korn & Graubard's design effect)
-    alone assumes every task has p̄; a hard task scored on few samples then dominates the variance, which the
-    second term sees (tasks of 100 and 5 samples: 66% coverage without it, nominal with it). At equal n the
-    first term is the smaller, so the interval is the pooled k-of-N one, unchanged.
-    Continuous strata: a stratified bootstrap-t (each stratum resampled on its own), when every stratum has 2 values
-    and all together MIN_BOOT_N, else "n too small". `clusters` (one id list per stratum) makes each stratum's
-    variance cluster-robust (then a t interval, Satterthwaite df over the strata's G_i − 1).
+    0/1 strata: Clopper–Pearson at n_eff = min(D, p̄(1−p̄) / v̂), with v̂ = Σ p̃_i(1−p̃_i)/n_i / k² and p̄ the mean
+    of the task proportions p̃_i shrunk towards ½ by SHRINK pseudo-samples (shrunk towards the pooled mean, a small
+    hard task that scored 100% by chance added almost no variance: 65% coverage), and D = k² / Σ 1/n_i (Korn &
+    Graubard's design term), or k · min n_i when every task is at 100% (or 0%): the exact one-sided bound there is
+    governed by the smallest task (k² / Σ 1/n_i covered 76% with 12 perfect tasks of 500 beside one of 2 at
+    p = .5). At equal n, p̄(1−p̄)/v̂ ≥ D (Jensen), so the interval is the pooled k-of-N one.
+    Continuous strata: the hull of a stratified bootstrap-t (each stratum resampled on its own) and the matched
+    Clopper–Pearson at the plain stratified variance, when every stratum has 2 values and all together MIN_BOOT_N,
+    else "n too small". `clusters` (one id list per stratum) makes each stratum's variance cluster-robust.
     """
     pairs = [(np.asarray(s, dtype=float), None if clusters is None else clusters[i]) for i, s in enumerate(strata)]
     pairs = [(s, c) for s, c in pairs if s.size]
@@ -166,38 +124,55 @@ def stratified_interval(strata: Sequence[Sequence[float] | np.ndarray], *, level
     if len(pairs) == 1:
         return mean_interval(pairs[0][0], level=level, n_boot=n_boot, rng=rng, clusters=pairs[0][1])
     parts = [s for s, _ in pairs]
+    codes = [cluster_codes(c, s.size) for s, c in pairs]
+    if all(is_binary(s) for s in parts):
+        return _stratified_binary(parts, codes, level)
+    k, n = len(parts), int(sum(s.size for s in parts))
+    mean = float(np.mean([s.mean() for s in parts]))
+    if min(s.size for s in parts) < 2 or n < MIN_BOOT_N:
+        return Interval(mean, math.nan, math.nan, n, "n too small")
+    var_i, units = _stratum_variances(parts, codes, binary=False)
+    df = satterthwaite(var_i, units - 1)
+    var = float(var_i.sum()) / k ** 2
+    cp = matched_clopper_pearson(mean, var, n_blind=k * float(units.min()), df=df, level=level, n=n, method="")
+    if any(c is not None for c in codes):
+        return hull(t_interval(mean, var, df, level, n, ""), cp, "stratified cluster-robust t + matched clopper-pearson")
+    boot = studentized_bootstrap(parts, level=level, n_boot=n_boot, rng=rng or np.random.default_rng(0),
+                                 method="")
+    return hull(boot, cp, "stratified bootstrap-t + matched clopper-pearson")
+
+
+def _stratum_variances(parts: list[np.ndarray], codes: list[np.ndarray | None], *,
+                       binary: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Each stratum's variance of its mean and its number of independent units (samples, or clusters): shrunk
+    towards ½ for 0/1 scores, plain (n − 1 denominator) for continuous ones; cluster-robust where that is larger."""
+    sizes = np.array([s.size for s in parts], dtype=float)
+    if binary:
+        var_i = shrunk_variances(np.array([s.sum() for s in parts]), np.array([(s * s).sum() for s in parts]), sizes)
+    else:
+        var_i = np.array([float(s.var(ddof=1)) for s in parts])
+    var_i = var_i / sizes
+    units = sizes.copy()
+    for i, c in enumerate(codes):
+        if c is not None:
+            cv, units[i] = cluster_variance(parts[i], c) if binary else continuous_cluster_variance(parts[i], c)
+            var_i[i] = max(var_i[i], cv)
+    return var_i, units
+
+
+def _stratified_binary(parts: list[np.ndarray], codes: list[np.ndarray | None], level: float) -> Interval:
+    """Korn & Graubard's Clopper–Pearson for a mean of task proportions (stratified_interval's 0/1 case)."""
     k, n = len(parts), int(sum(s.size for s in parts))
     sizes = np.array([s.size for s in parts], dtype=float)
-    means = np.array([s.mean() for s in parts])
-    mean = float(means.mean())
-    codes = [cluster_codes(c, s.size) for s, c in pairs]
+    mean = float(np.mean([s.mean() for s in parts]))
+    var_i, units = _stratum_variances(parts, codes, binary=True)
     clustered = any(c is not None for c in codes)
-    if all(is_binary(s) for s in parts):
-        shrunk = (means * sizes + SHRINK * mean) / (sizes + SHRINK)
-        var_i = shrunk * (1 - shrunk) / sizes
-        groups = sizes.copy()
-        for i, c in enumerate(codes):
-            if c is not None:
-                cv, groups[i] = cluster_variance(parts[i], c)
-                var_i[i] = max(var_i[i], cv)
-        return _korn_graubard(mean, float(var_i.sum()) / k ** 2, k ** 2 / float((1 / sizes).sum()),
-                              float(groups.sum() - k) if clustered else None, level, n,
-                              "clopper-pearson (stratified, clustered)" if clustered else "clopper-pearson (stratified)")
-    if sizes.min() < 2 or n < MIN_BOOT_N:
-        return Interval(mean, math.nan, math.nan, n, "n too small")
-    if not clustered:
-        return studentized_bootstrap(parts, level=level, n_boot=n_boot, rng=rng or np.random.default_rng(0),
-                                     method="stratified bootstrap-t")
-    var_i, df_i = [], []
-    for s, c in zip(parts, codes):
-        cv, G = cluster_variance(s, c) if c is not None else (float(s.var(ddof=1)) / s.size, s.size)
-        var_i.append(cv)
-        df_i.append(G - 1)
-    var = sum(var_i) / k ** 2
-    if var == 0:
-        return Interval(mean, mean, mean, n, "stratified cluster-robust t")
-    df = sum(var_i) ** 2 / sum(v * v / f for v, f in zip(var_i, df_i))
-    return _t_interval(mean, var, df, level, n, "stratified cluster-robust t")
+    design = k * float(units.min()) if mean in (0.0, 1.0) else k ** 2 / float((1 / sizes).sum())
+    shrunk = float(np.mean([(s.sum() + SHRINK / 2) / (s.size + SHRINK) for s in parts]))
+    return matched_clopper_pearson(mean, float(var_i.sum()) / k ** 2, n_blind=design, cap=design,
+                                   spread=shrunk * (1 - shrunk),
+                                   df=float(units.sum() - k) if clustered else None, level=level, n=n,
+                                   method="clopper-pearson (stratified, clustered)" if clustered else "clopper-pearson (stratified)")
 
 
 @dataclass(frozen=True)

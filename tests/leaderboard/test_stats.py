@@ -60,9 +60,9 @@ def test_continuous_cells_need_enough_samples():
     small = mean_interval([0.2, 0.5, 0.7])
     assert small.method == "n too small" and math.isnan(small.lo)
     mid = mean_interval(np.linspace(0, 1, 12) ** 2)
-    assert mid.method == "bootstrap-t" and 0 <= mid.lo < mid.mean < mid.hi <= 1
+    assert mid.method.startswith("bootstrap-t") and 0 <= mid.lo < mid.mean < mid.hi <= 1
     big = mean_interval(np.linspace(0, 1, 50) ** 2)
-    assert big.method == "bootstrap-t" and big.lo < big.mean < big.hi
+    assert big.method.startswith("bootstrap-t") and big.lo < big.mean < big.hi
 
 
 def test_sign_test_on_the_issue_case():
