@@ -104,6 +104,7 @@ def score(
 ):
     """Score a model on a suite; rerunning the same command resumes."""
     from ctxbench.harness.judge import parse_budget
+    from ctxbench.harness.run_log import keep_log, session_log_name, third_party_log
     from ctxbench.harness.runner import RunInterrupted, RunPlan, run
 
     if samples is not None and samples < 1:
@@ -129,14 +130,21 @@ def score(
     log_samples_note(log_samples)
     model, store_dir = choice.model, choice.store
     label = printable(label) if label else label  # escape codes never reach a terminal, a record or a board
+    log = session_log_name()
     plan = RunPlan(s, model, choice.backend, args, store_dir, _data_dir(data_dir), label or "", _shard(shard), generation,
-                   sequential, sample_cap=samples)
-    try:
-        outcome = run(plan, fresh=fresh, console=err, judge_budget=budget)
-    except RunInterrupted as e:
-        o = e.outcome
-        err.print(f"interrupted at {o.done}/{o.planned}; rerun the same command to resume", highlight=False)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+                   sequential, sample_cap=samples, log=log)
+    with third_party_log() as log_file:  # transformers', DeepSpeed's, ... output: to <run>/<log>, not the terminal
+        try:
+            outcome = run(plan, fresh=fresh, console=err, judge_budget=budget)
+        except RunInterrupted as e:
+            o = e.outcome
+            keep_log(log_file, o.store.dir, log)
+            err.print(f"interrupted at {o.done}/{o.planned}; rerun the same command to resume", highlight=False)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except CtxbenchError:
+            keep_log(log_file, None, log)  # refused before the run existed
+            raise
+        keep_log(log_file, outcome.store.dir, log)
     _print_outcome(outcome, printable(label or model), s.name, sequential is not None, store_dir)
 
 
@@ -305,7 +313,12 @@ def _one_line_usage(e: Exception) -> tuple[str, int]:
 
 
 def _warn_one_line(message, category, filename, lineno, file=None, line=None) -> None:
-    """Warnings (a skipped corrupt line, a rebuilt cache entry) as one line each, without the source excerpt."""
+    """Warnings (a skipped corrupt line, a rebuilt cache entry) as one line each, without the source excerpt; during a
+    score session a third-party library's go to the run log instead (harness/run_log.py)."""
+    from ctxbench.harness.run_log import is_third_party, log_warning
+
+    if is_third_party(filename) and log_warning(f"{category.__name__}: {message} ({filename}:{lineno})"):
+        return
     err.print(f"warning: {printable(' '.join(str(message).split()))}", highlight=False, soft_wrap=True, markup=False)
 
 

@@ -52,6 +52,7 @@ class RunPlan:
     generation: Generation = Generation()  # the protocol: thinking, system turn, sampling, repeats
     until: Any = None  # a sequential run's stopping rule (harness/adaptive.Until): execution, not identity
     sample_cap: int | None = None  # --samples given: fixed-item tasks score their first N items too
+    log: str | None = None  # the session's third-party log, relative to the run directory (harness/run_log.py)
 
     def resolved(self, thinking: str) -> RunPlan:
         """The plan with its thinking mode resolved (auto: on where the chat template has a switch)."""
@@ -65,7 +66,7 @@ class RunPlan:
 
     def execution_args(self) -> dict[str, Any]:
         """The backend arguments that change only speed (threads, batch size, device, ...): recorded per session."""
-        return {k: v for k, v in self.backend_args.items() if k in EXECUTION_ARGS}
+        return {**{k: v for k, v in self.backend_args.items() if k in EXECUTION_ARGS}, **({"log": self.log} if self.log else {})}
 
     def run_id(self) -> str:
         """`<label>-<suite>-<hash of identity>`; a run an older ctxbench started (it hashed every argument) is
