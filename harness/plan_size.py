@@ -19,7 +19,8 @@ DEFAULT_MAX_LENGTH = 1 << 20
 CHUNK_TOKENS = 1 << 23  # prompt tokens in flight per chunk (~32 MB of text): bounds memory, feeds vLLM large batches
 MAX_CHUNK = 1024
 TEXT_BYTES_PER_TOKEN = 5  # a held prompt: ~4 characters per token, as a Python str
-FIT_BYTES_PER_TOKEN = 64  # fitting one sample: its text, pieces, token ids and counts at once (measured order)
+FIT_BYTES_PER_TOKEN = 448  # fitting one sample: its text, the tokenizer's encoding, token ids and counts at once
+# (measured 414 B/token at 1M tokens over the run's baseline, benchmarks/plan_memory.py; it was 64, ~6x low)
 BUILD_TOKENS_PER_SECOND = 1_000_000  # prompt tokens built per second (cached haystacks; order of magnitude)
 
 
