@@ -12,8 +12,8 @@ first lookup of that kind) and from third-party plugins: any installed distribut
 and that module is imported on the first lookup of any kind; its `@register(...)` decorators add its entries.
 A plugin that fails to import (an exception, sys.exit, KeyboardInterrupt) or registers a name that ctxbench or
 another plugin already has is unloaded whole (none of its entries stay) and reported in one warning line naming
-the distributions involved, whichever was imported first and in every command; one broken plugin never breaks
-ctxbench.
+the distributions involved, in every command: ctxbench's own entries of a kind are imported before a plugin's
+first entry of that kind. One broken plugin never breaks ctxbench.
 """
 
 from __future__ import annotations
@@ -66,19 +66,24 @@ _LOADING: list[PluginOrigin] = []  # the plugin being imported now (its decorato
 
 
 def register(kind: str, name: str, **info: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register a factory under (kind, name); `info` is what an entry declares about itself (a metric: its scale and
-    direction, see harness/core/metrics.py metric_scale)."""
+    """Register a factory under (kind, name); `info` is what an entry declares about itself, its traits (TRAITS: a
+    backend's Args model, sampling support and distributions, a task's Args and version, a metric's scale and direction,
+    a synthesis method's data and trainer). Every check and listing reads them from here (backend_traits, ...)."""
     if kind not in _REGISTRY:
         raise ValueError(f"unknown registry kind {kind!r}; kinds: {', '.join(KINDS)}")
+    _check_traits(kind, name, info)
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        plugin = _LOADING[-1] if _LOADING and not str(getattr(fn, "__module__", "")).startswith("ctxbench.") else None
+        if plugin is not None:
+            _own_first(kind)  # ctxbench's own entries of this kind are in before a plugin's: a clash shows now
         if name in _REGISTRY[kind] and _REGISTRY[kind][name] is not fn:
-            _clash(kind, name)
+            _clash(kind, name, plugin)
         _REGISTRY[kind][name] = fn
         if info:
             _INFO[(kind, name)] = dict(info)
-        if _LOADING:
-            _ORIGINS[(kind, name)] = _LOADING[-1]
+        if plugin is not None:
+            _ORIGINS[(kind, name)] = plugin
         return fn
 
     return deco
@@ -94,11 +99,22 @@ def _who(origin: PluginOrigin | None) -> str:
     return f"plugin {origin.distribution}" + (f" {origin.version}" if origin.version else "") + f" ({origin.entry_point})"
 
 
-def _clash(kind: str, name: str) -> None:
+def _own_first(kind: str) -> None:
+    """Import ctxbench's own providers of `kind` (while a plugin imports: their entries are ctxbench's, not its)."""
+    saved = _LOADING[:]
+    _LOADING.clear()
+    try:
+        for provider in _PROVIDERS[kind]:
+            _import_tree(provider)
+    finally:
+        _LOADING[:] = saved
+
+
+def _clash(kind: str, name: str, now: PluginOrigin | None) -> None:
     """A second registration of (kind, name). A plugin importing now (or after an earlier plugin took the name) is
     refused: PluginClash, caught by _load_plugins, which unloads it. ctxbench's own module registering a name a
     plugin imported earlier took: that plugin is unloaded and ctxbench's entry goes in. Two of ctxbench's own: a bug."""
-    was, now = _ORIGINS.get((kind, name)), (_LOADING[-1] if _LOADING else None)
+    was = _ORIGINS.get((kind, name))
     what = f"{_NOUN.get(kind, kind)} {name!r}"
     if now is not None:
         raise PluginClash(f"it registers {what}, which {_who(was)} already registers")
@@ -134,11 +150,7 @@ def _load_plugins() -> None:
     if "plugins" in _LOADED:
         return
     _LOADED.add("plugins")
-    found = list(metadata.entry_points(group=PLUGIN_GROUP))
-    if found:  # ctxbench's own entries first, so a plugin's clash shows in every command, whichever kind it asks for
-        for name in sorted({n for names in _PROVIDERS.values() for n in names}):
-            _import_tree(name)
-    for ep in found:
+    for ep in metadata.entry_points(group=PLUGIN_GROUP):
         dist = ep.dist
         origin = PluginOrigin(ep.name, dist.metadata["Name"] if dist else ep.name, dist.version if dist else "")
         _LOADING.append(origin)
@@ -191,6 +203,7 @@ def origin(kind: str, name: str) -> PluginOrigin | None:
 
 
 def names(kind: str) -> list[str]:
+    """The registered names of a kind, sorted (plugins' included)."""
     _load(kind)
     return sorted(_REGISTRY[kind])
 
@@ -211,3 +224,93 @@ def get(kind: str, name: str, *, field: str | None = None) -> Callable[..., Any]
         close = difflib.get_close_matches(name, _REGISTRY[kind], n=1)
         hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(_REGISTRY[kind]))}"
         raise ConfigError(f"{field or kind}: unknown {_NOUN.get(kind, kind)} {name!r}{hint}") from None
+
+
+# --- traits: what an entry declares when it registers, and typed views of them ---------------------------------------
+
+def _is_model(value: Any) -> bool:
+    return value is None or (isinstance(value, type) and hasattr(value, "model_fields"))
+
+
+def _is_names(value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and all(isinstance(v, str) and v for v in value)
+
+
+def _is_version(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+# kind -> trait -> (check, what it must be). A kind not listed declares nothing.
+TRAITS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
+    "backend": {"args": (_is_model, "a pydantic model of its --backend-arg keys"),
+                "samples": (lambda v: isinstance(v, bool), "True if it decodes with --gen-kwargs"),
+                "distributions": (_is_names, "the distributions whose versions a record names, e.g. ('vllm',)")},
+    "task": {"args": (_is_model, "the pydantic model of its arguments"),
+             "version": (_is_version, "an integer >= 0 (harness/core/task_versions.py)")},
+    "metric": {"scale": (lambda v: isinstance(v, str), "a scale name (harness/core/metrics.py)"),
+               "higher_is_better": (lambda v: isinstance(v, bool), "True or False")},
+    "synthesis": {"produces": (lambda v: v is None or (isinstance(v, str) and bool(v)), "a name for the data it writes"),
+                  "trainer": (lambda v: v is None or (isinstance(v, str) and bool(v)), "the trainer that trains on it")},
+}
+
+
+def _check_traits(kind: str, name: str, info: dict[str, Any]) -> None:
+    """A trait this kind does not have, or one of the wrong type, is a programming error of the registering module
+    (for a plugin: it is not loaded, in one warning line)."""
+    known = TRAITS.get(kind, {})
+    for key, value in info.items():
+        if key not in known:
+            have = f"traits: {', '.join(known)}" if known else "it declares none"
+            raise ValueError(f"register({kind!r}, {name!r}): unknown trait {key!r}; a {_NOUN.get(kind, kind)}'s {have}")
+        check, what = known[key]
+        if not check(value):
+            raise ValueError(f"register({kind!r}, {name!r}): {key}={value!r}; give {what}")
+
+
+def _entry_name(kind: str, name: str, field: str | None) -> str:
+    """The registered name behind `name` (`lmeval:<type>` is `lmeval`'s entry); an unknown name is refused as get()
+    refuses it."""
+    get(kind, name, field=field)
+    return name if name in _REGISTRY[kind] else name.split(":", 1)[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendTraits:
+    """What a backend declared when it registered: register("backend", NAME, args=Model, samples=True,
+    distributions=("vllm",)). A plugin backend declares the same and is checked, listed and recorded the same."""
+
+    name: str
+    args: type | None = None  # its --backend-arg keys, checked before anything is written; None: checked when built
+    samples: bool = False  # decodes with a run's --gen-kwargs (temperature, top_p, top_k, seed); else greedy only
+    distributions: tuple[str, ...] = ()  # packages whose versions can change its results (a record names them)
+
+    @property
+    def execution(self) -> frozenset[str]:
+        """Its execution-only arguments (speed, never results), as its Args model's fields classify themselves."""
+        from ctxbench.harness.core.identity import backend_execution_args
+
+        return backend_execution_args(self.name)
+
+
+def backend_traits(name: str, *, field: str | None = None) -> BackendTraits:
+    """A registered backend's traits (`lmeval:<type>`: lmeval's); an unknown backend is refused in one line."""
+    entry = _entry_name("backend", name, field)
+    declared = _INFO.get(("backend", entry), {})
+    return BackendTraits(entry, declared.get("args"), declared.get("samples", False),
+                         tuple(declared.get("distributions", ())))
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskTraits:
+    """What a task declared when it registered: register("task", NAME, args=Model, version=N)."""
+
+    name: str
+    args: type | None = None  # the model of its arguments (a suite's args:, --arg KEY=VALUE)
+    version: int = 0  # above 0: part of a run's identity (harness/core/task_versions.py)
+
+
+def task_traits(name: str, *, field: str | None = None) -> TaskTraits:
+    """A registered task's traits; an unknown task is refused in one line."""
+    entry = _entry_name("task", name, field)
+    declared = _INFO.get(("task", entry), {})
+    return TaskTraits(entry, declared.get("args"), declared.get("version", 0))
