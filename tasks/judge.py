@@ -33,13 +33,14 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from ctxbench.harness.backends.client import CachedClient, KeyedCache
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError, CtxbenchError
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Request, Sample
 from ctxbench.tasks import judge_verdicts as verdicts
 from ctxbench.tasks.base import Task, TaskArgs
-from ctxbench.tasks.judge_cache import JudgeCache, JudgeSpend
+from ctxbench.tasks.judge_cache import JudgeSpend, judge_cache_file
 from ctxbench.tasks.judge_verdicts import Refused
 
 # HELMET's QA judge prompt (scripts/eval_gpt4_longqa.py, MIT licence), verbatim; its own prompts credit
@@ -128,9 +129,7 @@ class Judged(Task):
         super().__init__(f"{name}/{self.inner.name}", args)
         self.category, self.needs = self.inner.category, self.inner.needs
         self.requires_data = getattr(self.inner, "requires_data", False)  # the judged task's data, and always a judge
-        self._client: Any = None
-        self._client_error: str | None = None  # a judge that could not be built: every sample's error in this run
-        self._cache: JudgeCache | None = None
+        self._judge_client: CachedClient | None = None  # the judge's backend and verdict cache (the one cached client)
         self.spend = JudgeSpend()  # real use; --judge-budget's limits are set by harness/judge.py before the run
 
     def judge_prompts(self, prediction: str, sample: Sample) -> tuple[list[str], list[str]]:
@@ -272,28 +271,23 @@ class Judged(Task):
         ident = {"model": self.args.model, "version": self.version, "protocol": self.protocol, **self.settings, "prompt": prompt}
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
-    def cache(self) -> JudgeCache:
-        if self._cache is None:
-            self._cache = JudgeCache(self.args.model)
-        return self._cache
-
-    def client(self) -> Any:
-        """The judge's openai backend, built on the first paid call (a run whose verdicts are all cached builds none).
-        A judge that cannot be built (unreachable, credentials refused) fails every later sample of this run at once
-        with the same error, without probing the server again; a rerun tries again."""
-        if self._client_error is not None:
-            raise ConfigError(self._client_error)
-        if self._client is None:
-            from ctxbench.harness.core import registry
-
+    def cached_client(self) -> CachedClient:
+        """The judge's openai backend behind its verdict cache, through the one cached client
+        (harness/backends/client.py): the backend is built on the first paid call (a run whose verdicts are all
+        cached builds none), and a judge that cannot be built (unreachable, credentials refused) fails every later
+        sample of this run at once with the same error, without probing the server again; a rerun tries again."""
+        if self._judge_client is None:
             args = {"api": "chat", "prefill": "user", "base_url": self.args.base_url, "api_key_env": self.args.api_key_env,
                     "tokenizer": "smollm2-135m", "context_length": 131072, **self.args.backend_args}
-            try:
-                self._client = registry.get("backend", "openai")(model=self.args.model, **args)
-            except CtxbenchError as e:
-                self._client_error = str(e)
-                raise
-        return self._client
+            self._judge_client = CachedClient("openai", self.args.model, args, KeyedCache(judge_cache_file(self.args.model)),
+                                        field="backend_args")
+        return self._judge_client
+
+    def cache(self) -> KeyedCache:
+        return self.cached_client().cache
+
+    def client(self) -> Any:
+        return self.cached_client().backend()
 
 
 class JudgedQA(Judged):

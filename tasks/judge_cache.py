@@ -1,5 +1,5 @@
-"""What the LLM judge has been paid for: the verdict cache (shared by every run on this machine) and the meter of
-real spending that `--judge-budget` is held to while a run goes (harness/judge.py arms it).
+"""What the LLM judge has been paid for: where its verdict cache lives (shared by every run on this machine) and the
+meter of real spending that `--judge-budget` is held to while a run goes (harness/judge.py arms it).
 
 The cache keeps an accepted verdict under its key (the judge, its settings and the exact prompt) and, apart, every
 verdict that was refused (a verdict HELMET's script would not score): a refusal is never read back as a verdict,
@@ -10,60 +10,18 @@ in the same way forever.
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
 
-class JudgeCache:
-    """Verdicts already paid for, one JSON line each (cache_dir/judge/<model>.jsonl)."""
+def judge_cache_file(model: str) -> Path:
+    """Where the verdicts of judge `model` are kept (cache_dir/judge/<model>.jsonl), one JSON line each, by the one
+    cached client's KeyedCache (harness/backends/client.py): appended under the file's lock, refused verdicts
+    counted apart and never read back."""
+    from ctxbench.harness.core.io import slug
+    from ctxbench.harness.core.models import cache_dir
 
-    def __init__(self, model: str):
-        from ctxbench.harness.core.io import slug
-        from ctxbench.harness.core.models import cache_dir
-
-        self.path = cache_dir("judge") / f"{slug(model, max_len=80)}.jsonl"
-        self._entries: dict[str, dict[str, Any]] | None = None
-        self._refused: Counter[str] = Counter()
-
-    def _load(self) -> dict[str, dict[str, Any]]:
-        if self._entries is None:
-            from ctxbench.harness.core.io import read_jsonl
-
-            self._entries = {}
-            for row in read_jsonl(self.path, require=("key",)) if self.path.exists() else []:
-                if row.get("refused"):
-                    self._refused[row["key"]] += 1
-                else:
-                    self._entries[row["key"]] = row
-        return self._entries
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The accepted verdict of `key`, if one was paid for (a refused one never comes back)."""
-        return self._load().get(key)
-
-    def refusals(self, key: str) -> int:
-        """How many verdicts of `key` were refused so far (the next attempt's seed offset)."""
-        self._load()
-        return self._refused[key]
-
-    def put(self, key: str, entry: dict[str, Any]) -> None:
-        self._append({"key": key, **entry})
-        self._load()[key] = {"key": key, **entry}
-
-    def put_refused(self, key: str, entry: dict[str, Any]) -> None:
-        self._append({"key": key, **entry, "refused": True})
-        self._load()
-        self._refused[key] += 1
-
-    def _append(self, line: dict[str, Any]) -> None:
-        from filelock import FileLock
-
-        from ctxbench.harness.core.io import append_jsonl, cut_torn_tail
-
-        with FileLock(str(self.path) + ".lock"):
-            cut_torn_tail(self.path)
-            append_jsonl(self.path, [line])
+    return cache_dir("judge") / f"{slug(model, max_len=80)}.jsonl"
 
 
 class JudgeBudgetSpent(KeyboardInterrupt):

@@ -1,12 +1,13 @@
 """The one generator client of data synthesis: a ctxbench backend plus a prompt renderer behind one call cache.
 
 Every model-written piece of training data (hierarchical-QA summaries and QAs, LOGO's self-generated replies)
-goes through `GeneratorClient`. Its replies are cached in an append-only JSON-lines file, keyed by
-(fingerprint, task text, answer prefix): a rerun after a kill asks only for what was never answered, and a fully
-cached rerun loads no model. One fingerprint rule decides when cached replies are stale: whatever can change a
-reply invalidates (the weights, or the served model's name; the backend; backend arguments that shape the output;
-the reply budget; the prompt template), whatever cannot does not (batch size, threads, device, concurrency,
-timeouts, API keys, memory settings). Backends decode greedily.
+goes through `GeneratorClient`, the one cached client of harness/backends/client.py (the LLM judge uses it too).
+Its replies are cached in an append-only JSON-lines file (appended under the file's lock, so every synthesis on a
+machine may share it), keyed by (fingerprint, task text, answer prefix): a rerun after a kill asks only for what
+was never answered, and a fully cached rerun loads no model. One fingerprint rule decides when cached replies are
+stale: whatever can change a reply invalidates (the weights, or the served model's name; the backend; backend
+arguments that shape the output; the reply budget; the prompt template), whatever cannot does not (batch size,
+threads, device, concurrency, timeouts, API keys, memory settings). Backends decode greedily.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ctxbench.harness.backends.client import CachedClient, KeyedCache
 from ctxbench.harness.core.errors import ConfigError
-from ctxbench.harness.core.io import append_jsonl, cut_torn_tail, read_jsonl
 from ctxbench.harness.core.types import Request
 
 VOLATILE_BACKEND_ARGS = frozenset({"batch_size", "threads", "device", "max_concurrency", "timeout", "api_key",
@@ -75,47 +76,24 @@ def make_request(renderer, sample_id: str, text: str, answer_prefix: str, max_ne
     return Request(sample_id, r.text, max_new_tokens, r.add_special_tokens, renderer.count(r), r.user, r.prefix)
 
 
-class CallCache:
-    """Replies by call key, read once from an append-only JSON-lines file (a torn last line is cut), appended per batch."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.rows: dict[str, dict[str, Any]] = {}
-        if self.path.exists():
-            cut_torn_tail(self.path)
-            self.rows = {r["key"]: r for r in read_jsonl(self.path, require=("key", "text"))}
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.rows
-
-    def add(self, rows: list[dict[str, Any]]) -> None:
-        append_jsonl(self.path, rows)
-        self.rows.update((r["key"], r) for r in rows)
-
-
-class GeneratorClient:
-    """Cached, batched calls to a ctxbench backend, built on the first cache miss. `used` holds every distinct call
-    asked for (cached or made), so totals do not depend on interruptions; `counts` are this process's outcomes."""
+class GeneratorClient(CachedClient):
+    """The one cached client (harness/backends/client.py) as synthesis uses it: prompts rendered with the generator's
+    template, calls keyed by (fingerprint, task text, answer prefix) and answered in batches. `used` holds every
+    distinct call asked for (cached or made), so totals do not depend on interruptions; `counts` are this process's
+    outcomes."""
 
     def __init__(self, config: GeneratorConfig, *, cache_dir: Path | None = None, cache_file: Path | None = None,
                  tokenizer=None, on_calls: Callable[[int], None] | None = None):
         self.config = config
         self.fingerprint = fingerprint(config)
-        self.cache = CallCache(cache_file or Path(cache_dir) / f"{self.fingerprint}.jsonl")  # one file per fingerprint
+        path = cache_file or Path(cache_dir) / f"{self.fingerprint}.jsonl"  # one file per fingerprint
+        super().__init__(config.backend, config.model, config.backend_args, KeyedCache(path, require=("key", "text")),
+                         field="generator.backend")
         self.on_calls = on_calls
         self._tokenizer = tokenizer  # renders prompts; default: the backend's own tokenizer
-        self._backend = None
         self._renderer = None
         self.used: set[str] = set()
         self.counts: dict[str, Any] = {"cached": 0, "generated": 0, "failed": 0, "truncated": 0}
-
-    def backend(self):
-        if self._backend is None:
-            from ctxbench.harness.core import registry
-
-            factory = registry.get("backend", self.config.backend, field="generator.backend")
-            self._backend = factory(model=self.config.model, **self.config.backend_args)
-        return self._backend
 
     @property
     def renderer(self):
