@@ -16,7 +16,7 @@ class EchoBackend:
         from ctxbench.harness.core.models import load_tokenizer
 
         self.model = model
-        self.tokenizer = load_tokenizer(model)
+        self.tokenizer = load_tokenizer(model, light=True)  # counts and renders only: no transformers import
         self.delay = float(delay)
         self.context_length = int(context_length)
         self.batch_size = int(batch_size)
