@@ -170,8 +170,8 @@ def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None, judge_bu
     """Every check of the plan, in order of cost; nothing is written (not even the sample cache). A run with paid
     judge calls needs a `judge_budget` that covers them (--judge-budget)."""
     suite = plan.suite
+    check_size(suite, batch_size=int(plan.backend_args.get("batch_size") or 1))  # lengths over the bound: named first
     check_counts(suite, repeats=plan.generation.repeats, store_dir=plan.out_dir)  # arithmetic: before anything grows
-    check_size(suite, batch_size=int(plan.backend_args.get("batch_size") or 1))
     check_zero_lengths(suite)  # from the suite alone: before a model is converted or loaded
     model = backend if backend is not None else open_model(plan, suite.truncation)
     plan = resolve_auto(plan, model)  # a resolved `auto` (dtype) is identity: the run id hashes what will run
