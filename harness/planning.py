@@ -8,7 +8,7 @@ another tokenizer or other prediction-changing arguments. It also says whether t
 finished rerun prints its table without loading the model.
 
 The run id hashes identity only: the suite, the model, the backend and the backend arguments that can change a
-prediction (types.EXECUTION_ARGS are left out), so a resume may change threads, batch size or device.
+prediction (each backend's execution-only arguments, core/identity.py, are left out), so a resume may change threads, batch size or device.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from ctxbench.harness.core.config import Suite, build_task
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError, PromptTooLongError
 from ctxbench.harness.core.fitting import resolve_mode
-from ctxbench.harness.core.identity import resolve_auto
+from ctxbench.harness.core.identity import execution_args, identity_args, resolve_auto
 from ctxbench.harness.core.io import slug
 from ctxbench.harness.core.models import tokenizer_fingerprint, weights_fingerprint
 from ctxbench.harness.core.prompting import PromptRenderer
 from ctxbench.harness.core.redact import redact_all, url_secrets
 from ctxbench.harness.core.store import RunStore, check_identity
 from ctxbench.harness.core.task_versions import suite_task_versions
-from ctxbench.harness.core.types import EXECUTION_ARGS, Generation, repeat_id
+from ctxbench.harness.core.types import Generation, repeat_id
 from ctxbench.harness.judge import JudgeBudget, JudgeCost, check_budget, judge_cost
 from ctxbench.harness.plan_bounds import check_counts
 from ctxbench.harness.plan_size import Estimate, check_size, estimate
@@ -62,11 +62,11 @@ class RunPlan:
 
     def identity_args(self) -> dict[str, Any]:
         """The backend arguments that can change a prediction (dtype, RoPE scaling, context, ...)."""
-        return {k: v for k, v in self.backend_args.items() if k not in EXECUTION_ARGS}
+        return identity_args(self.backend, self.backend_args)
 
     def execution_args(self) -> dict[str, Any]:
         """The backend arguments that change only speed (threads, batch size, device, ...): recorded per session."""
-        return {**{k: v for k, v in self.backend_args.items() if k in EXECUTION_ARGS}, **({"log": self.log} if self.log else {})}
+        return {**execution_args(self.backend, self.backend_args), **({"log": self.log} if self.log else {})}
 
     def run_id(self) -> str:
         """`<label>-<suite>-<hash of identity>`; a run an older ctxbench started (it hashed every argument) is

@@ -20,7 +20,6 @@ config's `data` section), `corpus_documents()` and `data_diagnostics()`; see har
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from collections.abc import Callable, Sequence
@@ -31,15 +30,12 @@ from typing import Any, ClassVar, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ctxbench.harness.core.config import resolve_config
+from ctxbench.harness.core.identity import EXECUTION, content_hash, identity_dump
 from ctxbench.harness.core.io import append_jsonl, atomic_write_json, cut_torn_tail, read_jsonl
 
 MANIFEST_NAME = "ctxbench_manifest.json"
 RUN_MARK = "ctxbench_run.json"  # in output_dir: which config owns its checkpoints
 LOSSES = "losses.jsonl"
-# Keys that do not change the trained weights; excluded from the config hash (and so from the run id).
-VOLATILE = {"store", "output_dir", "threads", "dataloader_workers", "label", "group", "logging_steps", "eval_steps",
-            "save_steps", "save_total_limit", "delete_checkpoints",
-            "sequence_parallel"}  # a layout of the same training, like the process count (checked on resume instead)
 
 
 class ScratchModel(BaseModel):
@@ -76,10 +72,14 @@ class TrainerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     base_model: str | ScratchModel = Field(description="alias (smollm2-135m), HF dir, hub id, or {config: {...}} to start from scratch")
-    store: str = Field("runs", description="results store; the run directory (record.json, losses.jsonl) goes here")
-    output_dir: str | None = Field(None, description="checkpoint directory (HF format); default <store>/<run_id>/model")
-    label: str | None = Field(None, description="name of the trained model in boards and fits; default: the run id")
-    group: str | None = Field(None, description="curve group for `ctxbench fit` (e.g. '1.4B'); default: base model and size")
+    store: str = Field("runs", description="results store; the run directory (record.json, losses.jsonl) goes here",
+                       json_schema_extra=EXECUTION)
+    output_dir: str | None = Field(None, description="checkpoint directory (HF format); default <store>/<run_id>/model",
+                                   json_schema_extra=EXECUTION)
+    label: str | None = Field(None, description="name of the trained model in boards and fits; default: the run id",
+                              json_schema_extra=EXECUTION)
+    group: str | None = Field(None, description="curve group for `ctxbench fit` (e.g. '1.4B'); default: base model and size",
+                              json_schema_extra=EXECUTION)
     rope: RopeSpec | None = Field(None, description="context extension: RoPE theta and/or scaling type and factor")
     max_steps: int | None = Field(None, ge=1, description="optimizer steps; default one pass over the training data")
     per_device_batch_size: int = Field(1, ge=1, description="sequences per device per micro-step")
@@ -97,17 +97,20 @@ class TrainerConfig(BaseModel):
     attn_implementation: str = Field("sdpa", description="eager, sdpa or flash_attention_2")
     deepspeed: str | None = Field(None, description="zero3, zero3_offload (configs/deepspeed/) or a DeepSpeed JSON path")
     sequence_parallel: int = Field(1, ge=1, description="DeepSpeed-Ulysses degree: processes that share each sequence "
-                                   "(needs deepspeed; divides the process count and the sequence length)")
-    eval_steps: int | None = Field(None, ge=1, description="validation every N steps; default save_steps (and always at the end)")
-    logging_steps: int = Field(1, ge=1, description="log the train loss every N steps")
-    save_steps: int = Field(50, ge=1, description="write checkpoint-N every N steps (what a rerun resumes from)")
-    save_total_limit: int = Field(2, ge=1, description="checkpoints kept in output_dir")
+                                   "(needs deepspeed; divides the process count and the sequence length)",
+                                   json_schema_extra=EXECUTION)
+    eval_steps: int | None = Field(None, ge=1, description="validation every N steps; default save_steps (and always at the end)",
+                                   json_schema_extra=EXECUTION)
+    logging_steps: int = Field(1, ge=1, description="log the train loss every N steps", json_schema_extra=EXECUTION)
+    save_steps: int = Field(50, ge=1, description="write checkpoint-N every N steps (what a rerun resumes from)",
+                            json_schema_extra=EXECUTION)
+    save_total_limit: int = Field(2, ge=1, description="checkpoints kept in output_dir", json_schema_extra=EXECUTION)
     delete_checkpoints: bool = Field(False, description="remove checkpoint-* once the final model is saved (they only "
-                                     "serve resuming, and hold optimizer state)")
+                                     "serve resuming, and hold optimizer state)", json_schema_extra=EXECUTION)
     seed: int = Field(0, description="seed for weights (scratch), data order and dropout")
     threads: int = Field(0, ge=0, description="torch CPU threads; 0: on a CPU, the cores that other work leaves free "
-                         "(measured at start), on a GPU torch's default")
-    dataloader_workers: int = Field(0, ge=0, description="DataLoader worker processes")
+                         "(measured at start), on a GPU torch's default", json_schema_extra=EXECUTION)
+    dataloader_workers: int = Field(0, ge=0, description="DataLoader worker processes", json_schema_extra=EXECUTION)
     extra_args: dict[str, Any] = Field(default_factory=dict, description="more transformers.TrainingArguments keys (escape hatch)")
 
     @field_validator("deepspeed")
@@ -118,8 +121,9 @@ class TrainerConfig(BaseModel):
         return v
 
     def config_hash(self) -> str:
-        blob = json.dumps(self.model_dump(mode="json", exclude=VOLATILE), sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        """The keys that change the trained weights (harness/core/identity.py): the execution-only ones, marked where
+        declared (where it is stored, threads, logging, checkpoints, the sequence-parallel layout), left out."""
+        return content_hash(identity_dump(self))
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,11 @@ arguments: they come from `--model` and the suite (`--truncation`).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ctxbench.harness.core.identity import DEFAULT_EXECUTION_ARGS, EXECUTION
 
 TORCH_DTYPES = ("auto", "bfloat16", "float16", "float32", "float64")
 VLLM_DTYPES = ("auto", "bfloat16", "float16", "half", "float32", "float")
@@ -34,9 +36,10 @@ class BackendArgs(BaseModel):
 
 
 class EchoArgs(BackendArgs):
-    delay: float = Field(0.0, ge=0, description="seconds to sleep per request (to test progress, interrupts and timeouts)")
+    delay: float = Field(0.0, ge=0, description="seconds to sleep per request (to test progress, interrupts and timeouts)",
+                         json_schema_extra=EXECUTION)
     context_length: int = Field(1 << 30, ge=64, description="the context length to claim (to test length refusals)")
-    batch_size: int = Field(8, ge=1, description="requests per generate() call from the runner")
+    batch_size: int = Field(8, ge=1, description="requests per generate() call from the runner", json_schema_extra=EXECUTION)
     accuracy: float | dict[str, float] | None = Field(None, description="answer correctly (with the whole prompt, "
                                                       "where the answer is) with this probability, drawn per sample id, "
                                                       "else nothing; or per length, e.g. '{\"1024\": 1.0, \"2048\": 0.2}' "
@@ -53,10 +56,14 @@ class EchoArgs(BackendArgs):
 
 class HFArgs(BackendArgs):
     dtype: str = Field("auto", description="torch dtype of the weights: auto (bf16 on CUDA; on CPU the faster of bf16 and fp32, measured once per machine; the run id and the record keep the dtype it picked), bfloat16, float16 or float32")
-    device: str = Field("auto", description="auto (cuda if available, else cpu), cpu, cuda or cuda:N")
-    batch_size: int = Field(0, ge=0, description="prompts per forward pass; 0: 16 on GPU, 1 on CPU (equal-length buckets only when above 1)")
-    attn_implementation: str = Field("sdpa", description="transformers attention: sdpa, eager, flash_attention_2")
-    threads: int = Field(0, ge=0, description="torch CPU threads; 0: the cores not already busy (1-minute load average)")
+    device: str = Field("auto", description="auto (cuda if available, else cpu), cpu, cuda or cuda:N",
+                        json_schema_extra=EXECUTION)
+    batch_size: int = Field(0, ge=0, description="prompts per forward pass; 0: 16 on GPU, 1 on CPU (equal-length buckets only when above 1)",
+                            json_schema_extra=EXECUTION)
+    attn_implementation: str = Field("sdpa", description="transformers attention: sdpa, eager, flash_attention_2",
+                                     json_schema_extra=EXECUTION)
+    threads: int = Field(0, ge=0, description="torch CPU threads; 0: the cores not already busy (1-minute load average)",
+                         json_schema_extra=EXECUTION)
     max_context: int = Field(0, ge=0, description="override the model's context length (tokens); 0: from its config")
     rope_scaling: dict[str, Any] | str | None = Field(None, description="zero-shot RoPE scaling TYPE:FACTOR (e.g. yarn:4) or a dict")
 
@@ -65,24 +72,28 @@ class HFArgs(BackendArgs):
 
 
 class VLLMArgs(BackendArgs):
-    tensor_parallel_size: int = Field(1, ge=1, description="GPUs per engine (tensor parallel)")
-    pipeline_parallel_size: int = Field(1, ge=1, description="pipeline stages per engine")
-    data_parallel_size: int = Field(1, ge=1, description="independent engines, each on its own tp x pp GPUs")
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs per engine (tensor parallel)", json_schema_extra=EXECUTION)
+    pipeline_parallel_size: int = Field(1, ge=1, description="pipeline stages per engine", json_schema_extra=EXECUTION)
+    data_parallel_size: int = Field(1, ge=1, description="independent engines, each on its own tp x pp GPUs",
+                                    json_schema_extra=EXECUTION)
     max_model_len: int = Field(0, ge=0, description="context length; 0: the model's (times the RoPE factor)")
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="fraction of GPU memory vLLM may use")
-    enable_prefix_caching: bool = Field(True, description="reuse the KV cache of shared prompt prefixes")
-    enable_chunked_prefill: bool = Field(True, description="split long prefills into chunks")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="fraction of GPU memory vLLM may use",
+                                          json_schema_extra=EXECUTION)
+    enable_prefix_caching: bool = Field(True, description="reuse the KV cache of shared prompt prefixes",
+                                        json_schema_extra=EXECUTION)
+    enable_chunked_prefill: bool = Field(True, description="split long prefills into chunks", json_schema_extra=EXECUTION)
     rope_scaling: str | dict[str, Any] | None = Field(None, description="TYPE:FACTOR (linear, dynamic, yarn, llama3)")
     hf_overrides: dict[str, Any] | str | None = Field(None, description="a JSON object merged into the HF config")
     dtype: str = Field("auto", description="weights dtype (vLLM's names)")
-    max_num_seqs: int = Field(0, ge=0, description="vLLM's max_num_seqs; 0: its default")
-    max_num_batched_tokens: int = Field(0, ge=0, description="vLLM's max_num_batched_tokens; 0: its default")
-    enforce_eager: bool = Field(False, description="disable CUDA graphs")
+    max_num_seqs: int = Field(0, ge=0, description="vLLM's max_num_seqs; 0: its default", json_schema_extra=EXECUTION)
+    max_num_batched_tokens: int = Field(0, ge=0, description="vLLM's max_num_batched_tokens; 0: its default",
+                                        json_schema_extra=EXECUTION)
+    enforce_eager: bool = Field(False, description="disable CUDA graphs", json_schema_extra=EXECUTION)
     seed: int = Field(0, description="engine seed (decoding is greedy either way)")
     kv_cache_dtype: str = Field("auto", description="KV cache dtype, e.g. fp8")
     engine_args: dict[str, Any] | str | None = Field(None, description="a JSON object of any other vllm EngineArgs "
                                                      "(e.g. distributed_executor_backend)")
-    batch_size: int = Field(512, ge=1, description="requests per generate() call from the runner")
+    batch_size: int = Field(512, ge=1, description="requests per generate() call from the runner", json_schema_extra=EXECUTION)
 
     _dtype = field_validator("dtype")(lambda v: one_of(v, VLLM_DTYPES))
 
@@ -92,10 +103,13 @@ class LMEvalArgs(BaseModel):
     (lm-eval itself refuses unknown ones, and that refusal is one line too)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
+    # lm-eval's own keys pass through unchecked: these, wherever given, change only speed (the rule every backend
+    # had before each declared its own, so stored lmeval runs keep their ids)
+    execution_extras: ClassVar[frozenset[str]] = DEFAULT_EXECUTION_ARGS
     model_type: str = Field("", description="lm-eval model type (hf, vllm, local-completions, ...); or --backend lmeval:<type>")
     tokenizer: str | None = Field(None, description="tokenizer for counting and truncation; default: the model")
     context_length: int = Field(0, ge=0, description="context length; 0: what the lm-eval model states")
-    chunk_size: int = Field(64, ge=1, description="requests per generate_until call")
+    chunk_size: int = Field(64, ge=1, description="requests per generate_until call", json_schema_extra=EXECUTION)
 
 
 class OpenAIArgs(BackendArgs):
@@ -103,20 +117,24 @@ class OpenAIArgs(BackendArgs):
     api: Literal["completions", "chat"] = Field("completions", description="completions: the exact rendered prompt; chat: messages")
     served_model: str | None = Field(None, description="the model name the server knows; default: --model")
     tokenizer: str | None = Field(None, description="local tokenizer for counting tokens; default: --model")
-    api_key_env: str = Field("", description="name of the environment variable that holds the API key (never the key)")
+    api_key_env: str = Field("", description="name of the environment variable that holds the API key (never the key)",
+                             json_schema_extra=EXECUTION)
     context_length: int = Field(0, ge=0, description="the model's context; 0: from the server's /models or the local config")
-    concurrency: int = Field(8, ge=1, description="requests in flight at once")
-    timeout: float = Field(600.0, gt=0, description="seconds to wait for one answer")
-    connect_timeout: float = Field(10.0, gt=0, description="seconds to wait for a connection")
-    max_retries: int = Field(6, ge=0, description="retries of a timeout, connection error, 429, 5xx or unreadable answer")
-    backoff: float = Field(1.0, ge=0, description="first retry delay in seconds (doubled each retry, with jitter)")
-    backoff_max: float = Field(60.0, ge=0, description="longest retry delay in seconds")
-    rpm: float = Field(0.0, ge=0, description="requests per minute at most; 0: no limit")
+    concurrency: int = Field(8, ge=1, description="requests in flight at once", json_schema_extra=EXECUTION)
+    timeout: float = Field(600.0, gt=0, description="seconds to wait for one answer", json_schema_extra=EXECUTION)
+    connect_timeout: float = Field(10.0, gt=0, description="seconds to wait for a connection", json_schema_extra=EXECUTION)
+    max_retries: int = Field(6, ge=0, description="retries of a timeout, connection error, 429, 5xx or unreadable answer",
+                             json_schema_extra=EXECUTION)
+    backoff: float = Field(1.0, ge=0, description="first retry delay in seconds (doubled each retry, with jitter)",
+                           json_schema_extra=EXECUTION)
+    backoff_max: float = Field(60.0, ge=0, description="longest retry delay in seconds", json_schema_extra=EXECUTION)
+    rpm: float = Field(0.0, ge=0, description="requests per minute at most; 0: no limit", json_schema_extra=EXECUTION)
     prefill: Literal["auto", "continue", "user"] = Field("auto", description="chat: how the answer prefix is sent (auto probes the server)")
     count_tokens: Literal["local", "server"] = Field("local", description="count prompt tokens locally or with the server's /tokenize")
     prompt_format: Literal["text", "ids"] = Field("text", description="completions: send the prompt as text or as token ids")
     extra_body: dict[str, Any] | None = Field(None, description="a JSON object merged into every request body")
-    batch_size: int = Field(0, ge=0, description="requests per generate() call from the runner; 0: 4 x concurrency")
+    batch_size: int = Field(0, ge=0, description="requests per generate() call from the runner; 0: 4 x concurrency",
+                            json_schema_extra=EXECUTION)
     thinking_switch: bool = Field(True, description="chat with --thinking on/off: send chat_template_kwargs "
                                   "{enable_thinking: ...} (vLLM, SGLang); false for servers that refuse the field")
     reasoning_effort: str | None = Field(None, description="passed as reasoning_effort (gpt-oss, OpenAI reasoning models)")

@@ -7,20 +7,16 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ctxbench.harness.core.identity import DEFAULT_EXECUTION_ARGS
 from ctxbench.harness.core.rows import ROW_VERSION
 
 SCHEMA_VERSION = 3  # 3: identity_args and kind in the record, execution settings and an end time per session
 
 # Backend arguments that change only how fast a run goes, never what it predicts: the run id and the resume check
-# leave them out, and each session records its own (harness/planning.py). Every other argument is identity.
+# leave them out, and each session records its own (harness/planning.py). Each backend declares its own on its Args
+# model (json_schema_extra=EXECUTION, harness/core/identity.py); this is the rule for a backend that declares none.
 # Where batch composition can change greedy outputs (bf16/fp16 on a GPU, batches > 1), the session says so.
-EXECUTION_ARGS = frozenset({
-    "threads", "batch_size", "device", "delay", "attn_implementation",  # hf, echo
-    "concurrency", "max_retries", "backoff", "backoff_max", "rpm", "timeout", "connect_timeout", "api_key_env",  # openai
-    "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_num_seqs",
-    "max_num_batched_tokens", "enforce_eager", "enable_prefix_caching", "enable_chunked_prefill",  # vllm
-    "chunk_size",  # lmeval
-})
+EXECUTION_ARGS = DEFAULT_EXECUTION_ARGS
 
 
 # Backends that produce no model output (echo answers with the end of its prompt): a run of one never shares a model's

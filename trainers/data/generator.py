@@ -22,10 +22,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ctxbench.harness.backends.client import CachedClient, KeyedCache
 from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.identity import EXECUTION, content_hash, identity_args
 from ctxbench.harness.core.types import Request
 
-VOLATILE_BACKEND_ARGS = frozenset({"batch_size", "threads", "device", "max_concurrency", "timeout", "api_key",
-                                   "gpu_memory_utilization"})
+# Before each backend declared its execution-only arguments (harness/core/identity.py), the fingerprint left out
+# this fixed list, which kept concurrency, tensor_parallel_size, ... in (and named keys no backend takes): replies
+# cached under such a fingerprint are the same replies (legacy_fingerprint finds them).
+LEGACY_VOLATILE_BACKEND_ARGS = frozenset({"batch_size", "threads", "device", "max_concurrency", "timeout", "api_key",
+                                          "gpu_memory_utilization"})
 
 
 class GeneratorConfig(BaseModel):
@@ -41,7 +45,7 @@ class GeneratorConfig(BaseModel):
     answer_prefix: str = Field("", description="hqa: start of every QA reply, prefilled in the assistant turn (e.g. "
                                "'{\"question\": \"' steers a small model into JSON); the paper uses none")
     batch_size: int | None = Field(None, ge=1, description="prompts per backend call (then cached together); default: "
-                                   "hqa 32, logo the backend's own batch size")
+                                   "hqa 32, logo the backend's own batch size", json_schema_extra=EXECUTION)
 
 
 def method_defaults(raw: Any, **defaults: Any) -> Any:
@@ -57,17 +61,27 @@ def generator_defaults(field: str, **defaults: Any) -> Any:
 
 
 def fingerprint(config: GeneratorConfig) -> str:
-    """The one rule: what can change a reply is in it, what cannot (VOLATILE_BACKEND_ARGS, batch_size) is not."""
+    """The one identity rule (harness/core/identity.py): what can change a reply is in it; what cannot (the backend's
+    execution-only arguments, e.g. concurrency or tensor_parallel_size, and the config's batch_size) is not."""
+    return _fingerprint(config, identity_args(config.backend, config.backend_args))
+
+
+def legacy_fingerprint(config: GeneratorConfig) -> str | None:
+    """The fingerprint an older ctxbench gave this config (LEGACY_VOLATILE_BACKEND_ARGS left out), where it differs
+    from today's: its cached replies answer the same calls."""
+    old = _fingerprint(config, {k: v for k, v in config.backend_args.items() if k not in LEGACY_VOLATILE_BACKEND_ARGS})
+    return old if old != fingerprint(config) else None
+
+
+def _fingerprint(config: GeneratorConfig, args: dict[str, Any]) -> str:
     from ctxbench.harness.core.models import weights_fingerprint
 
     try:
         weights = weights_fingerprint(config.model)
     except ConfigError:  # a served model name that is not a local path or alias
         weights = f"name:{config.model}"
-    args = {k: v for k, v in config.backend_args.items() if k not in VOLATILE_BACKEND_ARGS}
-    blob = json.dumps({"backend": config.backend, "weights": weights, "args": args, "template": config.template,
-                       "max_new_tokens": config.max_new_tokens, "decoding": "greedy"}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return content_hash({"backend": config.backend, "weights": weights, "args": args, "template": config.template,
+                         "max_new_tokens": config.max_new_tokens, "decoding": "greedy"}, default=str)
 
 
 def make_request(renderer, sample_id: str, text: str, answer_prefix: str, max_new_tokens: int) -> Request:

@@ -25,8 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ctxbench.harness.core.config import load_config
 from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.identity import EXECUTION, identity_args, identity_dump
 from ctxbench.trainers.data.corpus import Corpus, CorpusConfig, Document, open_corpus
-from ctxbench.trainers.data.generator import VOLATILE_BACKEND_ARGS, GeneratorConfig, generator_defaults
+from ctxbench.trainers.data.generator import GeneratorConfig, generator_defaults
 from ctxbench.trainers.data.synthesis import (
     Identity,
     content_hash,
@@ -117,10 +118,10 @@ class HQADataConfig(BaseModel):
     composition: Composition = Field(default_factory=Composition, description="Algorithm 2 counts and Table 7's ablation axes")
     max_retries: int = Field(2, ge=0, description="re-asks of a reply that is not a question/answer dict, then it is dropped")
     seed: int = Field(0, description="seed for chunk choices, prompt draws and document order")
-    out_dir: str = Field(description="where shards (*.jsonl) and manifest.json go")
+    out_dir: str = Field(description="where shards (*.jsonl) and manifest.json go", json_schema_extra=EXECUTION)
     cache_dir: str | None = Field(None, description="generator-call cache; default <ctxbench cache>/hqa-calls (shared by "
-                                  "every synthesis, so stages reuse each other's calls)")
-    shard_samples: int = Field(100, ge=1, description="conversations per shard file")
+                                  "every synthesis, so stages reuse each other's calls)", json_schema_extra=EXECUTION)
+    shard_samples: int = Field(100, ge=1, description="conversations per shard file", json_schema_extra=EXECUTION)
 
     _generator_defaults = generator_defaults("generator", batch_size=32)
 
@@ -134,12 +135,11 @@ class HQADataConfig(BaseModel):
         return self
 
     def config_hash(self) -> str:
-        """The config part of the synthesis identity: where it is written, and how calls are batched or run, left out."""
-        keep = self.model_dump(mode="json", exclude={"out_dir", "cache_dir", "shard_samples"})
-        keep["generator"].pop("batch_size", None)
-        keep["generator"]["backend_args"] = {k: v for k, v in keep["generator"]["backend_args"].items()
-                                             if k not in VOLATILE_BACKEND_ARGS}
-        return content_hash(keep)
+        """The config part of the synthesis identity (harness/core/identity.py): where it is written, and how calls
+        are batched or run (the generator backend's execution-only arguments), left out."""
+        gen = self.generator
+        return content_hash({**identity_dump(self), "generator": {**identity_dump(gen),
+                                                                  "backend_args": identity_args(gen.backend, gen.backend_args)}})
 
 
 def load_data_config(path: Path, **overrides: Any) -> HQADataConfig:
