@@ -165,9 +165,10 @@ def load_tokenizer(spec: str, *, light: bool = False):
     from ctxbench.harness.core.extras import require_extra
 
     ref = resolve(spec)
+    # installed, not imported: the light tokenizer answers what it cannot reproduce through transformers
+    require_extra("hf", modules=("transformers",), for_="loading a tokenizer")
     if light and (tok := _light_tokenizer(ref)) is not None:
         return tok
-    require_extra("hf", modules=("transformers",), for_="loading a tokenizer")
     from transformers import AutoTokenizer
 
     try:

@@ -1,4 +1,5 @@
-"""`synthesize(config) -> manifest`: documents -> hierarchies -> summaries and QA pools -> long conversations.
+"""The `hqa` synthesis method (`synthesize("hqa", config) -> manifest`, trainers/data/synthesis.py): documents ->
+hierarchies -> summaries and QA pools -> long conversations.
 
 Pipeline (§3, App. A): split each document into medium sections of small chunks; summarize every small
 chunk, each medium (from its chunks' summaries, so the generator only ever reads one small chunk), and the
@@ -275,15 +276,6 @@ def hqa_identity(cfg: HQADataConfig, *, data_dir: Path | None = None, **_: Any) 
     src = cfg.documents
     return Identity(cfg.config_hash(), content_hash(src.identity(src.open(data_dir or data_dir_default()))),
                     fingerprint(cfg.generator))
-
-
-def synthesize(cfg: HQADataConfig, *, data_dir: Path | None = None, on_calls: Callable[[int], None] | None = None,
-               generator: Generator | None = None) -> dict[str, Any]:
-    """Write cfg.out_dir (shards + manifest.json) and return the manifest; a finished identical synthesis is reused,
-    another one refused (trainers/data/synthesis.py)."""
-    from ctxbench.trainers.data import synthesis
-
-    return synthesis.synthesize("hqa", cfg, data_dir=data_dir, on_calls=on_calls, generator=generator)
 
 
 def _hierarchies(cfg: HQADataConfig, tok, budget: int, data_dir: Path | None, drops: Counter) -> tuple[int, list[Hierarchy]]:

@@ -1,4 +1,4 @@
-"""LOGO training data (§3.2.2, §4.1): `synthesize(config) -> manifest`.
+"""LOGO training data (§3.2.2, §4.1): the `logo` synthesis method (`synthesize("logo", config) -> manifest`).
 
 Per QA sample: chunk the context, score the chunks, split at δ, and keep N chunks as the shared context C'
 (every relevant chunk, the N highest-scoring if there are more, filled with random irrelevant ones, in
@@ -175,14 +175,6 @@ def plan_sample(sample: QASample, chunks: list[Chunk], scores: np.ndarray, cfg: 
             more = rng.choice(irrelevant, size=min(n - len(some), len(irrelevant)), replace=False).tolist()
             prompts.append(sorted(some + more))
     return Plan(sample, chunks, scores, sorted(keep + fill), keep, prompts)
-
-
-def synthesize(cfg: LogoDataConfig, *, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Build (or reuse) the LOGO data of `cfg`; returns the manifest. Bad input fails with one line before any work;
-    an out_dir holding other LOGO data is refused (trainers/data/synthesis.py)."""
-    from ctxbench.trainers.data import synthesis
-
-    return synthesis.synthesize("logo", cfg, progress=progress)
 
 
 def _reused(out_dir: Path) -> dict[str, Any]:
