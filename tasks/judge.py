@@ -25,8 +25,6 @@ budget is cut before it reaches the judge (at MAX_CHARS_PER_TOKEN characters a t
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import re
 from pathlib import Path
 from typing import Any, ClassVar
@@ -36,11 +34,12 @@ from pydantic import Field
 from ctxbench.harness.backends.client import CachedClient, KeyedCache
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError, CtxbenchError
+from ctxbench.harness.core.identity import EXECUTION
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Request, Sample
 from ctxbench.tasks import judge_verdicts as verdicts
 from ctxbench.tasks.base import Task, TaskArgs
-from ctxbench.tasks.judge_cache import JudgeSpend, judge_cache_file
+from ctxbench.tasks.judge_cache import JudgeSpend, judge_cache_file, verdict_key
 from ctxbench.tasks.judge_verdicts import Refused
 
 # HELMET's QA judge prompt (scripts/eval_gpt4_longqa.py, MIT licence), verbatim; its own prompts credit
@@ -95,10 +94,13 @@ class JudgeArgs(TaskArgs):
     task_args: dict[str, Any] = Field(default_factory=dict, description="the judged task's own arguments")
     model: str = Field("gpt-4o-2024-05-13", description="the judge model, as its OpenAI-compatible server names it (e.g. gpt-4o-2024-05-13)")
     version: str | None = Field(None, description="the judge's version as recorded in every row; default: model")
-    base_url: str = Field("https://api.openai.com/v1", description="the judge's OpenAI-compatible root URL")
-    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the judge's API key ('' for none)")
+    base_url: str = Field("https://api.openai.com/v1", description="the judge's OpenAI-compatible root URL",
+                          json_schema_extra=EXECUTION)
+    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the judge's API key ('' for none)",
+                             json_schema_extra=EXECUTION)
     backend_args: dict[str, Any] = Field(default_factory=dict, description="more openai backend arguments for the judge "
-                                         "(concurrency, max_retries, rpm, timeout, tokenizer, context_length)")
+                                         "(concurrency, max_retries, rpm, timeout, tokenizer, context_length)",
+                                         json_schema_extra=EXECUTION)
     temperature: float = Field(0.1, ge=0, description="the judge's sampling temperature (HELMET: 0.1)")
     top_p: float = Field(0.9, gt=0, le=1, description="the judge's nucleus sampling (HELMET: 0.9)")
     seed: int = Field(42, description="the judge's sampling seed (HELMET: 42); a retry after a refused verdict adds "
@@ -268,8 +270,8 @@ class Judged(Task):
         return errors[0] if errors else None
 
     def cache_key(self, prompt: str) -> str:
-        ident = {"model": self.args.model, "version": self.version, "protocol": self.protocol, **self.settings, "prompt": prompt}
-        return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+        return verdict_key({"model": self.args.model, "version": self.version, "protocol": self.protocol, **self.settings},
+                           prompt)
 
     def cached_client(self) -> CachedClient:
         """The judge's openai backend behind its verdict cache, through the one cached client

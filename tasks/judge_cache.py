@@ -12,6 +12,17 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+
+def verdict_key(judge: dict[str, Any], prompt: str) -> str:
+    """A verdict's cache key: the judge's identity (model, version, protocol and the settings that change a verdict:
+    sampling and its token limit) and the exact prompt, by the one content_hash (all 64 hex digits, as every cached
+    verdict was keyed). Where the judge is reached and how fast (base_url, api_key_env, its backend's concurrency,
+    retries, timeouts) are execution-only (json_schema_extra=EXECUTION on JudgeArgs) and never enter it."""
+    from ctxbench.harness.core.identity import content_hash
+
+    return content_hash({**judge, "prompt": prompt}, None)
 
 
 def judge_cache_file(model: str) -> Path:

@@ -224,3 +224,9 @@ def test_content_hash_is_the_canonical_json_ids_were_hashed_in():
     obj = {"b": [1, "é"], "a": {"y": 1, "x": None}}
     full = hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
     assert content_hash(obj, None) == full and content_hash(obj, 8) == full[:8] and content_hash(obj) == full[:16]
+
+
+def test_the_judge_declares_where_and_how_fast_it_is_reached_execution_only():
+    from ctxbench.tasks.judge import JudgeArgs
+
+    assert execution_fields(JudgeArgs) == {"base_url", "api_key_env", "backend_args"}
