@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -23,15 +25,16 @@ def data_pack(
     method: Optional[str] = typer.Option(None, "--method", help="synthesis method (`ctxbench data methods`), e.g. a "
                                          "plugin's; default: the config's `method`"),
 ):
-    """Pack a corpus into fixed-length sequences (shards + manifest), or run any synthesis method on its config;
-    rerunning resumes an interrupted run. One process writes an out_dir at a time."""
+    """Pack a corpus into fixed-length sequences (shards + manifest), or run any synthesis method on its config
+    (`data hqa` and `data logo` are this command's spellings for those two); rerunning resumes an interrupted run.
+    One process writes an out_dir at a time."""
     from ctxbench.harness.core.extras import require_extra
     from ctxbench.harness.core.progress import progress
     from ctxbench.trainers.data.pipeline import load_config, synthesize, with_stdlib_corpus
 
     chosen = method or _config_method(config)
     if chosen is not None and chosen not in _packing_names():
-        return _run_method(chosen, config, out_dir=out_dir, budget_tokens=budget_tokens, seed=seed)
+        return run_method(chosen, config, overrides={"out_dir": out_dir, "budget_tokens": budget_tokens, "seed": seed})
     require_extra("train", modules=("transformers",), for_="ctxbench data pack")  # the tokenizer
     cfg = load_config(config, out_dir=out_dir, budget_tokens=budget_tokens, seed=seed, method=method)
     writable_dir(Path(cfg.out_dir), "--out" if out_dir else "out_dir")
@@ -85,18 +88,90 @@ def _config_method(config: Path) -> str | None:
     return raw.get("method") if isinstance(raw.get("method"), str) else None
 
 
-def _run_method(name: str, config: Path, **overrides) -> None:
-    """A synthesis method other than a packing (hqa, logo, a plugin's): its own config keys, the one skeleton."""
+@dataclass(frozen=True)
+class MethodView:
+    """How the command line shows one synthesis method's run, whichever command spells it: a progress bar (its unit
+    and label, and the run options that feed it) and a summary of the finished manifest."""
+
+    progress_kwargs: Callable[[LazyBar], dict[str, Any]]
+    report: Callable[[dict[str, Any], Any], None]
+    unit: str | None = None
+    label: str = ""
+
+
+_VIEWS: dict[str, MethodView] = {}
+
+
+def add_method_view(name: str, view: MethodView) -> None:
+    """Show synthesis method `name` with `view` (a method without one gets one summary line and no bar)."""
+    _VIEWS[name] = view
+
+
+class LazyBar:
+    """A progress bar shown from a method's first progress call on: bad input found before it is one line, no bar."""
+
+    def __init__(self, unit: str | None, label: str):
+        from ctxbench.harness.core.progress import progress
+
+        self.bar = progress(err, unit=unit)
+        self.job = self.bar.add_task(label, total=None)
+
+    def _show(self) -> None:
+        if not self.bar.live.is_started:
+            self.bar.start()
+
+    def advance(self, n: int) -> None:
+        self._show()
+        self.bar.advance(self.job, n)
+
+    def update(self, done: int, total: int) -> None:
+        self._show()
+        self.bar.update(self.job, completed=done, total=total)
+
+    def stop(self) -> None:
+        self.bar.stop()
+
+
+def run_method(name: str, config: Path, *, command: str | None = None, overrides: dict[str, Any] | None = None,
+               run_kwargs: dict[str, Any] | None = None) -> None:
+    """A synthesis method other than a packing (hqa, logo, a plugin's): its own config keys, the one skeleton. The one
+    code path of `data pack --method NAME` and of its spellings `data hqa` and `data logo` (`command` names the
+    spelling in a refusal); overrides of None are ignored; run_kwargs go to the method's run step."""
     from ctxbench.harness.core.config import read_yaml_mapping, resolve_config, validate_config
-    from ctxbench.trainers.data.synthesis import get_synthesis, read_manifest, synthesize
+    from ctxbench.trainers.data.synthesis import get_synthesis, synthesize
 
     spec = get_synthesis(name, field="--method")
-    spec.require_extra(for_=f"ctxbench data pack --method {name}")  # before its config is read or anything written
+    spec.require_extra(for_=command or f"ctxbench data pack --method {name}")  # before its config is read or anything written
     path = resolve_config(config, kind="data", field="--config")
     raw = {k: v for k, v in read_yaml_mapping(path, field="--config", expect="config keys").items() if k != "method"}
-    cfg = validate_config(spec.config, {**raw, **{k: v for k, v in overrides.items() if v is not None}}, where=path.name)
-    writable_dir(Path(cfg.out_dir), "--out" if overrides.get("out_dir") else "out_dir")
-    synthesize(spec, cfg)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    cfg = validate_config(spec.config, {**raw, **given}, where=path.name)
+    writable_dir(Path(cfg.out_dir), "--out" if "out_dir" in given else "out_dir")
+    _check_generator(cfg)
+    view = _VIEWS.get(name)
+    if view is None:
+        synthesize(spec, cfg, **(run_kwargs or {}))
+        return _summary(name, cfg)
+    bar = LazyBar(view.unit, f"{name} -> {cfg.out_dir}{view.label}")
+    try:
+        m = synthesize(spec, cfg, **(run_kwargs or {}), **view.progress_kwargs(bar))
+    finally:
+        bar.stop()
+    view.report(m, cfg)
+
+
+def _check_generator(cfg: Any) -> None:
+    """A generator's backend arguments are checked before the method starts (bad input: one line, nothing written)."""
+    gen = getattr(cfg, "generator", None)
+    if gen is not None and hasattr(gen, "backend_args"):
+        from ctxbench.harness.backends.args import check_backend_args
+
+        check_backend_args(gen.backend, gen.backend_args, where="generator.")
+
+
+def _summary(name: str, cfg: Any) -> None:
+    from ctxbench.trainers.data.synthesis import read_manifest
+
     m = read_manifest(cfg.out_dir) or {}
     drops = ", ".join(f"{k} {v}" for k, v in m.get("drops", {}).items()) or "none"
     out.print(f"{name}: {len(m.get('shards', []))} shards at {cfg.out_dir} (complete: {m.get('complete')}; drops: {drops})",

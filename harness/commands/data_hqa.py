@@ -1,14 +1,15 @@
-"""`ctxbench data hqa --config FILE [--out DIR]`: hierarchical-QA long conversations (trainers/hqa)."""
+"""`ctxbench data hqa --config FILE [--out DIR]`: hierarchical-QA long conversations (trainers/hqa), a spelling of
+`data pack --method hqa` (one code path, harness/commands/data.py), and how either shows an hqa run."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
-from ctxbench.harness.cli_common import _data_dir, err, out, writable_dir
-from ctxbench.harness.commands.data import data_app
+from ctxbench.harness.cli_common import _data_dir, out
+from ctxbench.harness.commands.data import LazyBar, MethodView, add_method_view, data_app, run_method
 
 
 def data_hqa(
@@ -17,26 +18,17 @@ def data_hqa(
     data_dir: Optional[Path] = typer.Option(None, help="where relative document paths are looked up; env CTXBENCH_DATA_DIR"),
 ):
     """Split, summarize and question long documents with a generator model, then concatenate them into long
-    conversations (JSONL shards + manifest.json); rerunning repeats no finished generator call."""
-    from ctxbench.harness.core.progress import progress
-    from ctxbench.trainers.data.synthesis import get_synthesis
-    from ctxbench.trainers.hqa.data import load_data_config, synthesize
+    conversations (JSONL shards + manifest.json); rerunning repeats no finished generator call. Same as
+    `data pack --method hqa`."""
+    run_method("hqa", config, command="ctxbench data hqa", overrides={"out_dir": out_dir},
+               run_kwargs={"data_dir": _data_dir(data_dir)})
 
-    get_synthesis("hqa").require_extra(for_="ctxbench data hqa")
-    cfg = load_data_config(config, out_dir=out_dir)
-    writable_dir(Path(cfg.out_dir), "--out" if out_dir else "out_dir")
-    bar = progress(err, unit="calls")
-    job = bar.add_task(f"hqa -> {cfg.out_dir} (generator calls)", total=None)
 
-    def advance(n: int) -> None:  # the bar starts with the first call: bad input fails first, as one line
-        if not bar.live.is_started:
-            bar.start()
-        bar.advance(job, n)
+def _progress(bar: LazyBar) -> dict[str, Any]:
+    return {"on_calls": bar.advance}  # the bar starts with the first generator call: bad input fails first, as one line
 
-    try:
-        m = synthesize(cfg, data_dir=_data_dir(data_dir), on_calls=advance)
-    finally:
-        bar.stop()
+
+def _report(m: dict[str, Any], cfg: Any) -> None:
     c = m["counts"]
     out.print(f"{m['samples']} conversations, {c['tokens']['total']:,} tokens ({c['tokens']['answer']:,} answer tokens, "
               f"longest {c['tokens']['max']:,}) from {c['documents_used']} documents in {cfg.out_dir}", highlight=False)
@@ -50,4 +42,5 @@ def data_hqa(
 
 
 def register(app: typer.Typer) -> None:
+    add_method_view("hqa", MethodView(_progress, _report, unit="calls", label=" (generator calls)"))
     data_app.command("hqa")(data_hqa)

@@ -1,14 +1,15 @@
-"""`ctxbench data logo --config FILE [--out DIR]`: LOGO preference data (trainers/logo), added to the `data` group."""
+"""`ctxbench data logo --config FILE [--out DIR]`: LOGO preference data (trainers/logo), a spelling of
+`data pack --method logo` (one code path, harness/commands/data.py), and how either shows a LOGO run."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
-from ctxbench.harness.cli_common import _data_dir, err, out, writable_dir
-from ctxbench.harness.commands.data import data_app
+from ctxbench.harness.cli_common import _data_dir, out
+from ctxbench.harness.commands.data import LazyBar, MethodView, add_method_view, data_app, run_method
 
 
 def data_logo(
@@ -18,29 +19,18 @@ def data_logo(
     max_samples: Optional[int] = typer.Option(None, help="override max_samples"),
 ):
     """Chunk, score and split QA contexts, let the policy answer from relevant / irrelevant / mixed chunks, and write
-    chosen + M rejected responses with synthetic position ids; rerunning resumes (generations are cached)."""
-    from ctxbench.harness.backends.args import check_backend_args
-    from ctxbench.harness.core.progress import progress
-    from ctxbench.trainers.data.synthesis import get_synthesis
-    from ctxbench.trainers.logo.data import load_config, synthesize
+    chosen + M rejected responses with synthetic position ids; rerunning resumes (generations are cached). Same as
+    `data pack --method logo`."""
+    d = _data_dir(data_dir)
+    run_method("logo", config, command="ctxbench data logo",
+               overrides={"out_dir": out_dir, "max_samples": max_samples, "data_dir": str(d) if d else None})
 
-    get_synthesis("logo").require_extra(for_="ctxbench data logo")
-    cfg = load_config(config, out_dir=out_dir, max_samples=max_samples,
-                      data_dir=str(d) if (d := _data_dir(data_dir)) else None)
-    writable_dir(Path(cfg.out_dir), "--out" if out_dir else "out_dir")
-    check_backend_args(cfg.generator.backend, cfg.generator.backend_args, where="generator.")
-    bar = progress(err)
-    task = bar.add_task(f"logo -> {cfg.out_dir}", total=None)
 
-    def advance(done: int, total: int) -> None:  # the bar starts with the generator: bad input fails first, as one line
-        if not bar.live.is_started:
-            bar.start()
-        bar.update(task, completed=done, total=total)
+def _progress(bar: LazyBar) -> dict[str, Any]:
+    return {"progress": bar.update}  # the bar starts with the generator: bad input fails first, as one line
 
-    try:
-        m = synthesize(cfg, progress=advance)
-    finally:
-        bar.stop()
+
+def _report(m: dict[str, Any], cfg: Any) -> None:
     if m.get("reused"):
         out.print(f"already built with the same inputs: {cfg.out_dir}", highlight=False)
     drops = ", ".join(f"{k} {v}" for k, v in sorted(m.get("drops", {}).items())) or "none"
@@ -53,4 +43,5 @@ def data_logo(
 
 
 def register(app: typer.Typer) -> None:
+    add_method_view("logo", MethodView(_progress, _report))
     data_app.command("logo")(data_logo)

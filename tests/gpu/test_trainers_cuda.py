@@ -80,7 +80,8 @@ def test_cpt_steps_in_bf16_with_checkpointing(tmp_path, tokenizer_dir):
 
 
 def test_hqa_sft_steps_in_bf16_with_checkpointing(tmp_path, tokenizer_dir, tokenizer, data_dir):
-    from ctxbench.trainers.hqa.data import HQADataConfig, synthesize
+    from ctxbench.trainers.data.synthesis import synthesize
+    from ctxbench.trainers.hqa.data import HQADataConfig
     from ctxbench.trainers.hqa.trainer import HQASFTConfig, HQASFTTrainer
 
     stubs = load_test_module("hqa_data_tests", TESTS / "trainers" / "test_hqa_data.py")
@@ -89,7 +90,7 @@ def test_hqa_sft_steps_in_bf16_with_checkpointing(tmp_path, tokenizer_dir, token
                          hierarchical_per_document=3, diverse_per_document=4, documents_per_sample=1, target_tokens=1024,
                          samples=4, composition={"n1": 2, "n2": 2, "n3": 1}, out_dir=str(tmp_path / "hqa"),
                          cache_dir=str(tmp_path / "cache"))
-    synthesize(data, generator=stubs.stub_generator(data, tokenizer))
+    synthesize("hqa", data, generator=stubs.stub_generator(data, tokenizer))
     cfg = HQASFTConfig(**common(tmp_path, tokenizer_dir, max_position_embeddings=512), per_device_batch_size=4,
                        stages=[{"name": "s1", "data": str(tmp_path / "hqa"), "seq_len": 1024, "max_steps": STEPS,
                                 "rope": {"theta": 20000.0}}])  # 4 conversations, batch 4: the same batch every step
@@ -105,7 +106,8 @@ def test_hqa_sft_steps_in_bf16_with_checkpointing(tmp_path, tokenizer_dir, token
 def logo_data(tmp_path_factory, tokenizer_dir, data_dir) -> Path:
     """12 HotpotQA questions -> LOGO data (6 chunks of 64 tokens, M = 2, K = 4096) from the trainer tests' fake generator."""
     from ctxbench.harness.core import registry
-    from ctxbench.trainers.logo.data import LogoDataConfig, synthesize
+    from ctxbench.trainers.data.synthesis import synthesize
+    from ctxbench.trainers.logo.data import LogoDataConfig
 
     if "logo-fake" not in registry._REGISTRY["backend"]:  # pytest may have loaded tests/trainers/conftest.py already
         load_test_module("logo_trainer_fixtures", TESTS / "trainers" / "conftest.py")
@@ -114,7 +116,7 @@ def logo_data(tmp_path_factory, tokenizer_dir, data_dir) -> Path:
            "chunk_tokens": 64, "num_chunks": 6, "threshold": 2, "num_rejected": 2, "target_window": 4096,
            "generator": {"model": tokenizer_dir, "backend": "logo-fake", "max_new_tokens": 12}, "seed": 0,
            "out_dir": str(out), "shard_size": 10}
-    m = synthesize(LogoDataConfig(**cfg))
+    m = synthesize("logo", LogoDataConfig(**cfg))
     assert m["complete"] and m["samples"] >= 6
     return out
 

@@ -65,9 +65,10 @@ def logo_config(data_dir):
 @pytest.fixture(scope="session")
 def logo_data(tmp_path_factory, data_dir) -> Path:
     """24 HotpotQA questions -> LOGO data (6 chunks of 64 tokens, M = 2, K = 4096) in 3 shards."""
-    from ctxbench.trainers.logo.data import LogoDataConfig, synthesize
+    from ctxbench.trainers.data.synthesis import synthesize
+    from ctxbench.trainers.logo.data import LogoDataConfig
 
     out = tmp_path_factory.mktemp("logo") / "data"
-    m = synthesize(LogoDataConfig(**logo_data_config(out, data_dir)))
+    m = synthesize("logo", LogoDataConfig(**logo_data_config(out, data_dir)))
     assert m["complete"] and m["samples"] >= 20
     return out

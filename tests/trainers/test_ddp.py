@@ -163,7 +163,8 @@ def hqa_stage_data(tmp_path_factory, smol_tokenizer, data_dir) -> Path:
     import importlib.util
 
     from ctxbench.harness.core.prompting import PromptRenderer
-    from ctxbench.trainers.hqa.data import HQADataConfig, synthesize
+    from ctxbench.trainers.data.synthesis import synthesize
+    from ctxbench.trainers.hqa.data import HQADataConfig
     from ctxbench.trainers.hqa.generate import Generator
 
     spec = importlib.util.spec_from_file_location("hqa_data_tests", Path(__file__).with_name("test_hqa_data.py"))
@@ -177,7 +178,7 @@ def hqa_stage_data(tmp_path_factory, smol_tokenizer, data_dir) -> Path:
                         out_dir=str(root / "s1"), cache_dir=str(root / "cache"))
     gen = Generator(cfg.generator, root / "cache", max_retries=cfg.max_retries)
     gen._backend, gen._renderer = stubs.StubBackend(smol_tokenizer), PromptRenderer(smol_tokenizer, "chat")
-    synthesize(cfg, generator=gen)
+    synthesize("hqa", cfg, generator=gen)
     return root / "s1"
 
 

@@ -13,10 +13,11 @@ import pytest
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.types import Prediction
+from ctxbench.trainers.data.synthesis import synthesize
 from ctxbench.trainers.hqa import prompts
 from ctxbench.trainers.hqa.algorithms import Composition, DocumentQAs, concatenate, hierarchical_steps
 from ctxbench.trainers.hqa.chat import IGNORE, tokenize
-from ctxbench.trainers.hqa.data import HQADataConfig, synthesize
+from ctxbench.trainers.hqa.data import HQADataConfig
 from ctxbench.trainers.hqa.generate import QA, Generator, parse_qa
 
 SQUAD = "squad/dev-v2.0.json"
@@ -217,7 +218,7 @@ def test_killed_generation_reruns_only_the_rest_byte_identically(tmp_path, smol_
 
     cut = tiny_data(tmp_path, data_dir)
     gen = stub_generator(cut, smol_tokenizer)
-    synthesize(cut, generator=gen)
+    synthesize("hqa", cut, generator=gen)
     total = gen._backend.calls
     files = {p.name: p.read_bytes() for p in pathlib.Path(cut.out_dir).iterdir() if p.name != LOCK_NAME}
     assert len(files) == 3 and json.loads(files["manifest.json"])["counts"]["generator"]["calls"] == total
@@ -225,20 +226,20 @@ def test_killed_generation_reruns_only_the_rest_byte_identically(tmp_path, smol_
     shutil.rmtree(cut.cache_dir)  # start over, and kill this run after k calls
     k = total // 3
     with pytest.raises(Killed):
-        synthesize(cut, generator=stub_generator(cut, smol_tokenizer, kill_after=k))
+        synthesize("hqa", cut, generator=stub_generator(cut, smol_tokenizer, kill_after=k))
     assert not (pathlib.Path(cut.out_dir) / "manifest.json").exists()
     rerun = stub_generator(cut, smol_tokenizer)
-    synthesize(cut, generator=rerun)
+    synthesize("hqa", cut, generator=rerun)
     assert rerun._backend.calls == total - k
     assert {p.name: p.read_bytes() for p in pathlib.Path(cut.out_dir).iterdir() if p.name != LOCK_NAME} == files
     third = stub_generator(cut, smol_tokenizer)
-    synthesize(cut, generator=third)  # finished: reused as is
+    synthesize("hqa", cut, generator=third)  # finished: reused as is
     assert third._backend.calls == 0
 
 
 def test_synthesis_counts_and_fits_the_target(tmp_path, smol_tokenizer, data_dir):
     cfg = tiny_data(tmp_path, data_dir)
-    m = synthesize(cfg, generator=stub_generator(cfg, smol_tokenizer))
+    m = synthesize("hqa", cfg, generator=stub_generator(cfg, smol_tokenizer))
     rows = [json.loads(line) for s in m["shards"] for line in (pathlib.Path(cfg.out_dir) / s).read_text().splitlines()]
     assert len(rows) == m["samples"] == 3 and m["counts"]["documents_used"] == 5
     for r in rows:
@@ -256,14 +257,14 @@ def test_short_documents_are_skipped_and_counted_or_refused(tmp_path, smol_token
     docs.write_text(json.dumps({"text": "too short"}) + "\n" + json.dumps({"text": long_text}) + "\n"
                     + json.dumps({"text": long_text[::-1]}) + "\n")
     cfg = tiny_data(tmp_path, data_dir, documents={"path": str(docs)}, samples=1)
-    m = synthesize(cfg, generator=stub_generator(cfg, smol_tokenizer))
+    m = synthesize("hqa", cfg, generator=stub_generator(cfg, smol_tokenizer))
     assert m["drops"]["documents:shorter_than_medium"] == 1 and m["counts"]["documents_usable"] == 2
     docs.write_text(json.dumps({"text": "too short"}) + "\n")
     with pytest.raises(ConfigError, match="out/? holds a synthesis of another input data; use another out_dir"):
-        synthesize(cfg, generator=stub_generator(cfg, smol_tokenizer))  # the documents changed under a finished out_dir
+        synthesize("hqa", cfg, generator=stub_generator(cfg, smol_tokenizer))  # the documents changed under a finished out_dir
     cfg = cfg.model_copy(update={"out_dir": str(tmp_path / "other")})
     with pytest.raises(ConfigError, match="none of the 1 documents has 384 tokens"):
-        synthesize(cfg, generator=stub_generator(cfg, smol_tokenizer))
+        synthesize("hqa", cfg, generator=stub_generator(cfg, smol_tokenizer))
 
 
 def test_bad_data_configs_are_one_line(tmp_path, data_dir, repo_root):
@@ -282,7 +283,7 @@ def test_bad_data_configs_are_one_line(tmp_path, data_dir, repo_root):
     for raw, hint in cases:
         f.write_text(yaml.safe_dump(raw))
         with pytest.raises(ConfigError) as e:
-            synthesize(load_data_config(f))
+            synthesize("hqa", load_data_config(f))
         assert hint in str(e.value) and "\n" not in str(e.value)
     # on the command line: one line on stderr, exit 2, before any generator call (a 200-token generator window)
     f.write_text(yaml.safe_dump({**good, "generator": {"model": "smollm2-135m", "backend": "echo", "max_new_tokens": 32,

@@ -12,7 +12,8 @@ import yaml
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.trainers.base import MANIFEST_NAME, TrainRun, load_config
-from ctxbench.trainers.hqa.data import HQADataConfig, load_data_config, synthesize
+from ctxbench.trainers.data.synthesis import synthesize
+from ctxbench.trainers.hqa.data import HQADataConfig, load_data_config
 from ctxbench.trainers.hqa.loss import answer_loss_sum
 from ctxbench.trainers.hqa.trainer import HQASFTConfig, HQASFTTrainer
 
@@ -47,7 +48,7 @@ def datasets(tmp_path_factory, smol_tokenizer, data_dir):
                             out_dir=str(root / name), cache_dir=str(root / "cache"))
         gen = Generator(cfg.generator, root / "cache", max_retries=cfg.max_retries)
         gen._backend, gen._renderer = stub_backend(smol_tokenizer), PromptRenderer(smol_tokenizer, "chat")
-        synthesize(cfg, generator=gen)
+        synthesize("hqa", cfg, generator=gen)
         out[name] = root / name
     return out
 

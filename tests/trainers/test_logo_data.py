@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from ctxbench.harness.core.errors import ConfigError
-from ctxbench.trainers.logo.data import LogoDataConfig, load_config, read_manifest, synthesize
+from ctxbench.trainers.data.synthesis import synthesize
+from ctxbench.trainers.logo.data import LogoDataConfig, load_config, read_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -106,15 +107,15 @@ def test_spacy_scorers_count_entities_or_lemmas():
 
 def test_a_rerun_reuses_the_data_and_the_cached_calls(tmp_path, logo_config):
     cfg = LogoDataConfig(**logo_config(tmp_path / "data"))
-    first = synthesize(cfg)
+    first = synthesize("logo", cfg)
     calls = fake().calls
-    again = synthesize(cfg)
+    again = synthesize("logo", cfg)
     assert again.pop("reused") and again == first and fake().calls == calls  # finished: returned as is, nothing generated
     stricter = LogoDataConfig(**logo_config(tmp_path / "data", threshold=3))
     with pytest.raises(ConfigError, match="data holds a synthesis of another config; use another out_dir"):
-        synthesize(stricter)  # an out_dir holds one synthesis: another config is refused, never silently rebuilt
+        synthesize("logo", stricter)  # an out_dir holds one synthesis: another config is refused, never silently rebuilt
     stricter = LogoDataConfig(**logo_config(tmp_path / "stricter", threshold=3, cache_dir=str(tmp_path / "data")))
-    second = synthesize(stricter)
+    second = synthesize("logo", stricter)
     new = fake().calls - calls
     assert second["config_hash"] != first["config_hash"] and second["calls"]["cached"] > 0
     assert new == second["calls"]["generated"] < 3 * 24  # only prompts never answered before
@@ -127,12 +128,12 @@ def test_an_interrupted_generation_resumes(tmp_path, logo_config):
     gen.fail_after = gen.calls + 20
     try:
         with pytest.raises(RuntimeError, match="simulated crash"):
-            synthesize(cfg)
+            synthesize("logo", cfg)
     finally:
         gen.fail_after = None
     cached = len((tmp_path / "data" / "generations.jsonl").read_text().splitlines())
     assert cached == 16  # two batches of 8 were answered and cached before the crash
-    m = synthesize(cfg)
+    m = synthesize("logo", cfg)
     assert m["complete"] and m["calls"]["cached"] == 16
 
 
@@ -144,12 +145,12 @@ def test_failed_calls_leave_the_data_incomplete_and_a_rerun_retries_only_them(tm
     gen.refuse = "Scott Derrickson"  # the first question's prompts fail
     try:
         with pytest.raises(CtxbenchError, match=r"generator: 3 of \d+ calls failed \(BackendError: refused\); rerun"):
-            synthesize(cfg)
+            synthesize("logo", cfg)
     finally:
         gen.refuse = None
     assert read_manifest(tmp_path / "data")["complete"] is False
     calls = gen.calls
-    m = synthesize(cfg)
+    m = synthesize("logo", cfg)
     assert m["complete"] and m["calls"]["generated"] == gen.calls - calls == 3
 
 
@@ -166,7 +167,7 @@ def test_bad_input_is_one_line_before_any_generation(tmp_path, logo_config, chan
 
     calls = fake().calls
     with pytest.raises(ConfigError) as e:
-        synthesize(validate(LogoDataConfig, logo_config(tmp_path / "d", **change), where="logo.yaml"))
+        synthesize("logo", validate(LogoDataConfig, logo_config(tmp_path / "d", **change), where="logo.yaml"))
     assert where in str(e.value) and "\n" not in str(e.value)
     assert fake().calls == calls
 
@@ -174,7 +175,7 @@ def test_bad_input_is_one_line_before_any_generation(tmp_path, logo_config, chan
 def test_samples_longer_than_max_real_tokens_are_dropped(tmp_path, logo_data, logo_config):
     lengths = sorted(meta["real_length"] for meta, _ in samples(logo_data))
     cap = lengths[len(lengths) // 2]
-    m = synthesize(LogoDataConfig(**logo_config(tmp_path / "d", max_real_tokens=cap)))
+    m = synthesize("logo", LogoDataConfig(**logo_config(tmp_path / "d", max_real_tokens=cap)))
     kept = [meta["real_length"] for meta, _ in samples(tmp_path / "d")]
     assert max(kept) <= cap and m["drops"]["too_long"] >= len(lengths) - len(kept) > 0
 
@@ -183,11 +184,11 @@ def test_a_window_leaving_less_than_one_spare_position_per_chunk_is_refused(tmp_
     import re
 
     with pytest.raises(ConfigError) as e:
-        synthesize(LogoDataConfig(**logo_config(tmp_path / "d", target_window=100)))
+        synthesize("logo", LogoDataConfig(**logo_config(tmp_path / "d", target_window=100)))
     k = int(re.search(r"<= k=(\d+)", str(e.value)).group(1))  # the longest sample's real length
     with pytest.raises(ConfigError, match=r"target_window: K=\d+ leaves Δ=⌊\(K-k\)/N⌋=0 < 1"):
-        synthesize(LogoDataConfig(**logo_config(tmp_path / "d", target_window=k + 5)))  # N = 6: Δ = 0
-    assert synthesize(LogoDataConfig(**logo_config(tmp_path / "d", target_window=k + 6)))["complete"]  # Δ = 1 is enough
+        synthesize("logo", LogoDataConfig(**logo_config(tmp_path / "d", target_window=k + 5)))  # N = 6: Δ = 0
+    assert synthesize("logo", LogoDataConfig(**logo_config(tmp_path / "d", target_window=k + 6)))["complete"]  # Δ = 1 is enough
 
 
 def test_spacy_scorer_without_spacy_is_one_line(tmp_path, logo_config):
@@ -198,7 +199,7 @@ def test_spacy_scorer_without_spacy_is_one_line(tmp_path, logo_config):
     except ImportError:
         pass
     with pytest.raises(ConfigError, match="scorer spacy_ner needs the logo extra"):
-        synthesize(LogoDataConfig(**logo_config(tmp_path / "data", scorer="spacy_ner")))
+        synthesize("logo", LogoDataConfig(**logo_config(tmp_path / "data", scorer="spacy_ner")))
 
 
 def test_cli_bad_input_is_one_line(tmp_path, data_dir):

@@ -85,18 +85,19 @@ def test_packing_outputs_are_pinned(tmp_path, smol_tokenizer, essays_repo, name)
 
 
 def test_hqa_outputs_are_pinned(tmp_path, smol_tokenizer, data_dir):
-    from ctxbench.trainers.hqa.data import synthesize
+    from ctxbench.trainers.data.synthesis import synthesize
     from tests.trainers.test_hqa_data import stub_generator, tiny_data
 
     cfg = tiny_data(tmp_path, data_dir)
-    m = synthesize(cfg, generator=stub_generator(cfg, smol_tokenizer))
+    m = synthesize("hqa", cfg, generator=stub_generator(cfg, smol_tokenizer))
     assert m["complete"] and m["samples"] == 3
     check("hqa", digests(tmp_path / "out"))
 
 
 def test_logo_outputs_are_pinned(tmp_path, logo_config):
-    from ctxbench.trainers.logo.data import LogoDataConfig, synthesize
+    from ctxbench.trainers.data.synthesis import synthesize
+    from ctxbench.trainers.logo.data import LogoDataConfig
 
-    m = synthesize(LogoDataConfig(**logo_config(tmp_path / "out", max_samples=12)))
+    m = synthesize("logo", LogoDataConfig(**logo_config(tmp_path / "out", max_samples=12)))
     assert m["complete"] and m["samples"] >= 8
     check("logo", digests(tmp_path / "out"))

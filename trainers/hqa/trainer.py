@@ -118,7 +118,8 @@ class StageTrainer(HFTrainer):
         return super().tokenizer
 
     def data_dir(self) -> Path:
-        from ctxbench.trainers.hqa.data import load_data_config, synthesize
+        from ctxbench.trainers.data.synthesis import synthesize
+        from ctxbench.trainers.hqa.data import load_data_config
 
         c = self.config
         p = config_path(c.data, field="stages.data")
@@ -126,7 +127,7 @@ class StageTrainer(HFTrainer):
             return p
         cfg = load_data_config(p, **c.data_args)
         if self.is_main:
-            synthesize(cfg)
+            synthesize("hqa", cfg)
         else:  # other ranks wait for rank 0's synthesis instead of calling the generator concurrently
             import time
 

@@ -234,14 +234,14 @@ class LogoTrainer(HFTrainer):
         d = self.config.data
         if d.path is not None:
             return Path(d.path)
-        from ctxbench.trainers.logo.data import synthesize
+        from ctxbench.trainers.data.synthesis import synthesize
 
         try:
             cfg = LogoDataConfig(**d.synthesis)
         except ValidationError as e:
             raise ConfigError(one_line(e, "data.synthesis")) from None
         if self.is_main:
-            synthesize(cfg)
+            synthesize("logo", cfg)
         else:  # other ranks wait for rank 0 instead of generating the same data
             while not (read_manifest(Path(cfg.out_dir)) or {}).get("complete"):
                 time.sleep(10)
