@@ -8,13 +8,12 @@ or corrupt line is skipped with a warning and its sample regenerated.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from filelock import FileLock
 
+from ctxbench.harness.core.identity import content_hash
 from ctxbench.harness.core.io import append_jsonl, cut_torn_tail, read_jsonl, slug
 from ctxbench.harness.core.models import cache_dir, file_digest, tokenizer_fingerprint
 from ctxbench.harness.core.types import Sample
@@ -39,7 +38,7 @@ def dataset_key(task, *, length: int, seed: int, ctx) -> str:
     }
     # the data files the task reads, by content: replacing every essay under the same path gives new samples
     parts["files"] = data_fingerprint(task, ctx)
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+    return content_hash(parts)
 
 
 def data_fingerprint(task, ctx) -> dict[str, str]:

@@ -3,8 +3,6 @@ and settings, the suite, the held-out perplexity set and the statistics."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ctxbench.harness.core.config import one_line, validate_config
 from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.identity import content_hash
 from ctxbench.harness.core.io import slug
 from ctxbench.trainers.base import ScratchModel, StudyInputs, TrainerConfig
 
@@ -174,7 +173,7 @@ def data_key(study: StudyConfig, m: MethodSpec, seed: int, corpus: dict[str, Any
     options = data_options(study, m, where=f"methods.{m.name}")
     blob = [study.trainer_of(m), options.model_dump(mode="json"), corpus, study.tokenizer, study.seq_len,
             study.budget_tokens, data_seed(study, seed)]
-    return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    return content_hash(blob, 10, default=str)
 
 
 def data_seed(study: StudyConfig, seed: int) -> int:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from ctxbench.harness.core.config import one_line
 from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.identity import content_hash
 from ctxbench.harness.core.io import atomic_dir
 
 BATCH = 64  # candidates tokenized per round, in rank order
@@ -48,8 +49,7 @@ def split_heldout(corpus: dict[str, Any], *, documents: int, min_tokens: int, se
         raise ConfigError("corpus.exclude_ids: the study holds documents out itself; remove the key")
     tok = load_tokenizer(tokenizer)
     study_corpus = open_corpus(cfg)
-    key = hashlib.sha256(json.dumps([study_corpus.identity, documents, min_tokens, seed, tokenizer_fingerprint(tok)],
-                                    sort_keys=True).encode()).hexdigest()[:12]
+    key = content_hash([study_corpus.identity, documents, min_tokens, seed, tokenizer_fingerprint(tok)], 12)
     out = root / "heldout" / key
     if not (out / "ids.txt").exists():
         chosen = _choose(study_corpus, tok, documents=documents, min_tokens=min_tokens, seed=seed)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxbench.harness.core.identity import content_hash
 from ctxbench.harness.core.io import atomic_write
 
 MANIFEST = "manifest.json"
@@ -44,8 +45,8 @@ class Manifest:
         at another path, are the same data. Manifests from before shard hashes keep their config-based hash."""
         content = self.stats.get("shard_sha256", [])
         if self.shards and len(content) == len(self.shards):
-            return hashlib.sha256(json.dumps(["content", self.seq_len, self.tokens, content]).encode()).hexdigest()[:16]
-        return hashlib.sha256(json.dumps([self.config_hash, self.shards, self.tokens]).encode()).hexdigest()[:16]
+            return content_hash(["content", self.seq_len, self.tokens, content])  # lists only: as hashed before
+        return content_hash([self.config_hash, self.shards, self.tokens])
 
 
 def read_manifest(out_dir: Path) -> Manifest | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.identity import content_hash
 from ctxbench.harness.core.io import publish_files
 from ctxbench.trainers.data.corpus import Corpus, CorpusConfig, open_corpus
 
@@ -179,8 +180,7 @@ def load_corpus(cfg: CorpusConfig | Corpus, tokenizer, *, cache_root: str | Path
     from ctxbench.harness.core.models import cache_dir, tokenizer_fingerprint
 
     corpus = cfg if isinstance(cfg, Corpus) else open_corpus(cfg)
-    key = hashlib.sha256(json.dumps([corpus.identity, tokenizer_fingerprint(tokenizer), INGEST_VERSION],
-                                    sort_keys=True).encode()).hexdigest()[:16]
+    key = content_hash([corpus.identity, tokenizer_fingerprint(tokenizer), INGEST_VERSION])
     base = Path(cache_root) if cache_root else cache_dir("corpora")
     base.mkdir(parents=True, exist_ok=True)
     root = base / key
