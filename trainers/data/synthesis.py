@@ -20,7 +20,6 @@ and `drops` (counts by reason); each method adds its own fields beside it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -39,8 +38,10 @@ TRAINER_OF: dict[str, str] = {"packed": "cpt", "text": "cpt", "hqa": "hqa_sft", 
 
 
 def content_hash(obj: Any) -> str:
-    """The one hash of synthesis identities: sorted-key JSON, sha256, 16 hex digits."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    """The one hash of synthesis identities: harness/core/identity.content_hash, 16 hex digits."""
+    from ctxbench.harness.core.identity import content_hash as identity_hash
+
+    return identity_hash(obj, default=str)
 
 
 @dataclass(frozen=True)
