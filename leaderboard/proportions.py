@@ -122,10 +122,11 @@ def satterthwaite(var_i: np.ndarray, df_i: np.ndarray) -> float:
     return float(var_i[live].sum() ** 2 / (var_i[live] ** 2 / np.maximum(df_i[live], 1)).sum())
 
 
-def continuous_cluster_variance(v: np.ndarray, codes: np.ndarray) -> tuple[float, int]:
+def floored_cluster_variance(v: np.ndarray, codes: np.ndarray) -> tuple[float, int]:
     """The cluster-robust variance of the mean, at least that of the G cluster means shrunk by CLUSTER_SHRINK
-    pseudo-clusters towards ½: with 3-10 clusters of skewed scores that happen to agree, the plain estimate is
-    far too small (the cluster-robust t covered 83-91% there)."""
+    pseudo-clusters towards ½: where a few clusters happen to agree the plain estimate is far too small (the
+    cluster-robust t covered 84-90% with 3-10 clusters of skewed scores; Korn-Graubard 93.6% on 20 haystacks
+    x 11 depths at p = .95)."""
     var, G = cluster_variance(v, codes)
     cluster_means = np.bincount(codes, weights=v) / np.bincount(codes)
     floor = shrunk_variances(cluster_means.sum(), (cluster_means ** 2).sum(), G, CLUSTER_SHRINK) / G

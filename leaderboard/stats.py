@@ -34,8 +34,7 @@ from .proportions import (
     binomial_interval,
     clopper_pearson,  # noqa: F401  (imported from here by harness.plan_inputs)
     cluster_codes,
-    cluster_variance,
-    continuous_cluster_variance,
+    floored_cluster_variance,
     hull,
     is_binary,
     matched_clopper_pearson,
@@ -63,16 +62,16 @@ def mean_interval(values: Sequence[float] | np.ndarray, *, level: float = 0.95, 
     if codes is None and binary:
         return binomial_interval(int(v.sum()), n, level=level)
     if codes is not None and binary:
-        var, G = cluster_variance(v, codes)
+        var, G = floored_cluster_variance(v, codes)
         return matched_clopper_pearson(mean, var, n_blind=G, df=G - 1, level=level, n=n, cap=n,
                                        method=f"clopper-pearson (Korn-Graubard, {G} clusters)")
     if n < MIN_BOOT_N:
         return Interval(mean, math.nan, math.nan, n, "n too small")
     if codes is not None:
-        var, G = continuous_cluster_variance(v, codes)
+        var, G = floored_cluster_variance(v, codes)
         cp = matched_clopper_pearson(mean, var, n_blind=G, df=G - 1, level=level, n=n, method="")
         return hull(t_interval(mean, var, G - 1, level, n, ""), cp,
-                     f"cluster-robust t + matched clopper-pearson ({G} clusters)")
+                    f"cluster-robust t + matched clopper-pearson ({G} clusters)")
     boot = studentized_bootstrap([v], level=level, n_boot=n_boot, rng=rng or np.random.default_rng(0))
     cp = matched_clopper_pearson(mean, float(v.var(ddof=1)) / n, n_blind=n, df=n - 1, level=level, n=n, method="")
     return hull(boot, cp, "bootstrap-t + matched clopper-pearson")
@@ -89,8 +88,8 @@ def studentized_bootstrap(parts: Sequence[np.ndarray], *, level: float, n_boot: 
     k = len(parts)
     mean = float(np.mean([p.mean() for p in parts]))
     sizes = np.array([p.size for p in parts], dtype=float)
-    se = math.sqrt(float((shrunk_variances(np.array([p.sum() for p in parts]), np.array([(p * p).sum() for p in parts]),
-                                            sizes) / sizes).sum())) / k
+    sums, squares = np.array([p.sum() for p in parts]), np.array([(p * p).sum() for p in parts])
+    se = math.sqrt(float((shrunk_variances(sums, squares, sizes) / sizes).sum())) / k
     n = int(sizes.sum())
     means, variances = np.zeros(n_boot), np.zeros(n_boot)
     for p in parts:
@@ -155,7 +154,7 @@ def _stratum_variances(parts: list[np.ndarray], codes: list[np.ndarray | None], 
     units = sizes.copy()
     for i, c in enumerate(codes):
         if c is not None:
-            cv, units[i] = cluster_variance(parts[i], c) if binary else continuous_cluster_variance(parts[i], c)
+            cv, units[i] = floored_cluster_variance(parts[i], c)
             var_i[i] = max(var_i[i], cv)
     return var_i, units
 
