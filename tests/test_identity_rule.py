@@ -230,3 +230,47 @@ def test_the_judge_declares_where_and_how_fast_it_is_reached_execution_only():
     from ctxbench.tasks.judge import JudgeArgs
 
     assert execution_fields(JudgeArgs) == {"base_url", "api_key_env", "backend_args"}
+
+
+class _Answering:
+    """A backend stand-in that counts what it is asked (every reply 'new')."""
+
+    batch_size = 8
+
+    def __init__(self):
+        self.asked = 0
+
+    def generate(self, requests):
+        from ctxbench.harness.core.types import Prediction
+
+        self.asked += len(requests)
+        return [Prediction(r.sample_id, "new", 3, 1, 0.0) for r in requests]
+
+
+class _Renderer:
+    def render(self, text, prefix=""):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(text=text, add_special_tokens=False, user=text, prefix=prefix)
+
+    def count(self, rendered):
+        return 3
+
+
+@pytest.mark.parametrize("shared_file", [False, True])
+def test_replies_cached_under_the_older_fingerprint_are_found_not_paid_again(tmp_path, shared_file):
+    """A cache an older ctxbench wrote for a config with concurrency in its fingerprint answers the same calls today."""
+    from ctxbench.trainers.data.generator import GeneratorClient, call_key
+
+    cfg = generator("openai", {"base_url": "http://x/v1", "concurrency": 8})
+    old = legacy_fingerprint(cfg)
+    where = {"cache_file": tmp_path / "generations.jsonl"} if shared_file else {"cache_dir": tmp_path}
+    old_file = tmp_path / ("generations.jsonl" if shared_file else f"{old}.jsonl")
+    old_file.write_text(json.dumps({"key": call_key(old, "task one", ""), "text": "paid before", "prompt_tokens": 3,
+                                    "generated_tokens": 2, "finished": True, "truncated_tokens": 0}) + "\n")
+    client = GeneratorClient(cfg, **where)
+    client._backend, client._renderer = _Answering(), _Renderer()
+    assert client.complete(["task one", "task two"]) == ["paid before", "new"]
+    assert client._backend.asked == 1 and client.counts["cached"] == 1
+    again = GeneratorClient(cfg, **where)  # now under today's key: read without the older file's help
+    assert again.cache.get(again.key("task one"))["text"] == "paid before"

@@ -12,8 +12,6 @@ threads, device, concurrency, timeouts, API keys, memory settings). Backends dec
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -84,6 +82,11 @@ def _fingerprint(config: GeneratorConfig, args: dict[str, Any]) -> str:
                          "max_new_tokens": config.max_new_tokens, "decoding": "greedy"}, default=str)
 
 
+def call_key(fingerprint: str, text: str, prefix: str = "") -> str:
+    """One generator call's cache key: the fingerprint, the task text and the answer prefix."""
+    return content_hash([fingerprint, text, prefix], 32)
+
+
 def make_request(renderer, sample_id: str, text: str, answer_prefix: str, max_new_tokens: int) -> Request:
     """The one place a synthesis prompt becomes a backend Request (rendered with the generator's template)."""
     r = renderer.render(text, answer_prefix)
@@ -119,7 +122,7 @@ class GeneratorClient(CachedClient):
         return self._renderer
 
     def key(self, text: str, prefix: str = "") -> str:
-        return hashlib.sha256(json.dumps([self.fingerprint, text, prefix]).encode()).hexdigest()[:32]
+        return call_key(self.fingerprint, text, prefix)
 
     def reply(self, key: str) -> dict[str, Any] | None:
         return self.cache.rows.get(key)
@@ -133,7 +136,7 @@ class GeneratorClient(CachedClient):
         """Answer every call (key -> (task text, answer prefix)) not cached yet, one batch at a time, each batch cached
         at once. A backend error is not cached: it is counted (the first message kept) and asked again next run."""
         self.used.update(calls)
-        todo = [k for k in calls if k not in self.cache]
+        todo = self._reuse_legacy(calls, [k for k in calls if k not in self.cache])
         self.counts["cached"] += len(calls) - len(todo)
         backend = self.backend() if todo else None  # first: a bad backend argument fails before any progress is shown
         if progress:
@@ -146,6 +149,18 @@ class GeneratorClient(CachedClient):
                 self.on_calls(len(keys))
             if progress:
                 progress(len(calls) - len(todo) + i + len(keys), len(calls))
+
+    def _reuse_legacy(self, calls: dict[str, tuple[str, str]], todo: list[str]) -> list[str]:
+        """Replies an older ctxbench cached for this config under its older fingerprint (it kept concurrency,
+        tensor_parallel_size, ... in): copied under today's keys instead of paid for again. Returns what is still missing."""
+        old = legacy_fingerprint(self.config) if todo else None
+        if not old:
+            return todo
+        per_fingerprint = self.cache.path.name == f"{self.fingerprint}.jsonl"
+        legacy = KeyedCache(self.cache.path.with_name(f"{old}.jsonl"), require=("key", "text")) if per_fingerprint else self.cache
+        found = [{**row, "key": k} for k in todo if (row := legacy.get(call_key(old, *calls[k]))) is not None]
+        self.cache.add(found)
+        return [k for k in todo if k not in self.cache]
 
     def _answer(self, backend, keys: list[str], calls: dict[str, tuple[str, str]]) -> None:
         budget = self.config.max_new_tokens
