@@ -1,4 +1,11 @@
-"""A resolved `auto` is identity: the run id hashes what ran, not what was asked.
+"""Run identity: one rule for what changes a result and what changes only speed, one hash, and resolved `auto`s.
+
+The rule (below): every field of a backend's Args, a trainer config, a synthesis or generator config and the judge's
+settings is result-changing (the default) or marked execution-only where it is declared; the scoring run id, the
+generator fingerprint, the judge cache key and the training config hash all leave out the execution-only ones and hash
+the rest with `content_hash`.
+
+A resolved `auto` is identity: the run id hashes what ran, not what was asked.
 
 `--dtype auto` picks bf16 on a CPU with native bf16 and fp32 elsewhere; hashing the word `auto` gave both one run id,
 so a resume on another machine could mix precisions inside one run. A backend's plan view may say what its `auto`
