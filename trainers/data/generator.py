@@ -153,7 +153,11 @@ class GeneratorClient(CachedClient):
     def _reuse_legacy(self, calls: dict[str, tuple[str, str]], todo: list[str]) -> list[str]:
         """Replies an older ctxbench cached for this config under its older fingerprint (it kept concurrency,
         tensor_parallel_size, ... in): copied under today's keys instead of paid for again. Returns what is still missing."""
-        old = legacy_fingerprint(self.config) if todo else None
+        if not todo:
+            return todo
+        if not hasattr(self, "_legacy"):
+            self._legacy = legacy_fingerprint(self.config)  # once per client: it reads the weights' fingerprint
+        old = self._legacy
         if not old:
             return todo
         per_fingerprint = self.cache.path.name == f"{self.fingerprint}.jsonl"
