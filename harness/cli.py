@@ -13,6 +13,7 @@ from typing import Optional
 
 import typer
 
+from ctxbench.harness.cli_backend_help import BackendHelpCommand
 from ctxbench.harness.cli_common import (
     _data_dir,
     _ints,
@@ -47,7 +48,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Measure how much of its context a language model can really use."""
 
 
-@app.command()
+@app.command(cls=BackendHelpCommand)
 def score(
     model: Optional[str] = typer.Option(None, help="alias, local HF dir, .gguf file or hub id (default smollm2-135m)"),
     suite: Optional[str] = typer.Option(None, help="shipped suite name (see `ctxbench suites`) or a YAML path "
@@ -58,7 +59,8 @@ def score(
     tasks: Optional[str] = typer.Option(None, help="comma-separated task names or globs: the suite's to keep, e.g. "
                                         "'ruler/niah*', or without --suite the registered tasks to score (`ctxbench tasks`)"),
     store_dir: Optional[Path] = typer.Option(None, "--store", help="results store directory (default runs)"),
-    backend: Optional[str] = typer.Option(None, help="backend: hf (default), vllm, openai, lmeval:<type>, echo"),
+    backend: Optional[str] = typer.Option(None, help="backend, hf by default; `ctxbench backends` lists each with its "
+                                          "arguments (lmeval:<type> for any lm-eval model type)"),
     backend_arg: list[str] = typer.Option([], "--backend-arg", help="KEY=VALUE passed to the backend (repeatable)"),
     dtype: Optional[str] = typer.Option(None, help="model dtype (backend arg dtype), e.g. bfloat16, float32"),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", "--batch_size", help="requests per batch (backend arg batch_size)"),

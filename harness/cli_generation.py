@@ -7,10 +7,9 @@ import math
 from typing import Any, Optional
 
 from ctxbench.harness.cli_common import _kv
+from ctxbench.harness.core import registry
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.types import SAMPLING_KEYS, THINKING_MODES, Generation
-
-SAMPLING_BACKENDS = ("hf", "vllm", "openai", "echo")  # the backends that decode with a run's --gen-kwargs
 
 
 def generation(*, thinking: str, max_thinking_tokens: Optional[int], system_prompt: Optional[str],
@@ -27,9 +26,10 @@ def generation(*, thinking: str, max_thinking_tokens: Optional[int], system_prom
     if system_prompt is not None and not system_prompt.strip():
         raise ConfigError("--system-prompt: empty; give the text of the system turn, or drop the option")
     sampling = sampling_kwargs(gen_kwargs)
-    if sampling and backend.split(":", 1)[0] not in SAMPLING_BACKENDS:
-        raise ConfigError(f"--gen-kwargs: backend {backend} decodes greedily only; sample with --backend hf, vllm or openai, "
-                          "or drop --gen-kwargs")
+    if sampling and not registry.backend_traits(backend, field="--backend").samples:
+        able = [n for n in registry.names("backend") if registry.backend_traits(n).samples]
+        raise ConfigError(f"--gen-kwargs: backend {backend} decodes greedily only; sample with --backend "
+                          f"{', '.join(able)} (`ctxbench backends`), or drop --gen-kwargs")
     if repeats < 1:
         raise ConfigError("--repeats: must be at least 1")
     if repeats > 1 and not sampling:

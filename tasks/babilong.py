@@ -228,7 +228,7 @@ def _register(qa: str) -> None:
     def factory(**args):
         return Babilong(qa, BabilongArgs(**args))
 
-    register("task", f"babilong/{qa}")(factory)
+    register("task", f"babilong/{qa}", args=BabilongArgs)(factory)
 
 
 for _qa in LABELS:

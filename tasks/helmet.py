@@ -344,13 +344,13 @@ def _register_rag(dataset: str) -> None:
     def factory(**args):
         return HelmetRag(dataset, HelmetArgs(**args))
 
-    register("task", f"helmet/rag_{dataset}", version=1)(factory)
+    register("task", f"helmet/rag_{dataset}", args=HelmetArgs, version=1)(factory)
 
 
 for _d in RAG_FILES:
     _register_rag(_d)
 
 
-@register("task", "helmet/rerank_msmarco", version=1)
+@register("task", "helmet/rerank_msmarco", args=HelmetArgs, version=1)
 def rerank_msmarco(**args):
     return HelmetRerank("helmet/rerank_msmarco", HelmetArgs(**args))

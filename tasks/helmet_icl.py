@@ -180,7 +180,7 @@ def _register(dataset: str) -> None:
     def factory(**args):
         return HelmetIcl(dataset, HelmetIclArgs(**args))
 
-    register("task", f"icl/{dataset}", version=1)(factory)
+    register("task", f"icl/{dataset}", args=HelmetIclArgs, version=1)(factory)
 
 
 for _d in DATASETS:

@@ -98,6 +98,6 @@ class HelmetInfbenchSum(RealDataTask):
         return get_score_one(prediction, list(sample.answers), "longbook_sum_eng")
 
 
-@register("task", "helmet/infbench_sum")
+@register("task", "helmet/infbench_sum", args=HelmetSumArgs)
 def helmet_infbench_sum(**args):
     return HelmetInfbenchSum("helmet/infbench_sum", HelmetSumArgs(**args))

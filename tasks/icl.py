@@ -187,7 +187,7 @@ def _register(dataset: str) -> None:
     def factory(**args):
         return ManyShotICL(dataset, IclArgs(**args))
 
-    register("task", f"icl/{dataset}")(factory)
+    register("task", f"icl/{dataset}", args=IclArgs)(factory)
 
 
 for _d in DATASETS:

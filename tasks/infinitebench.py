@@ -124,7 +124,7 @@ def _register(task: str) -> None:
     def factory(**args):
         return InfiniteBench(task, RealArgs(**args))
 
-    register("task", f"infinitebench/{task}")(factory)
+    register("task", f"infinitebench/{task}", args=RealArgs)(factory)
 
 
 for _t in SPEC:

@@ -158,7 +158,7 @@ def _register(task: str) -> None:
     def factory(**args):
         return InfiniteSynth(task, SynthArgs(**args))
 
-    register("task", f"infinitebench/{task}_synth")(factory)
+    register("task", f"infinitebench/{task}_synth", args=SynthArgs)(factory)
 
 
 for _t in ("passkey", "number_string", "kv_retrieval"):

@@ -324,6 +324,6 @@ class JudgedQA(Judged):
         return score, {}, flags
 
 
-@register("task", "judge/qa", version=1)
+@register("task", "judge/qa", args=QAJudgeArgs, version=1)
 def judge_qa(**args):
     return JudgedQA("judge/qa", QAJudgeArgs(**args))

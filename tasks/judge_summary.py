@@ -82,6 +82,6 @@ class JudgedSummary(Judged):
         return score, parts, flags
 
 
-@register("task", "judge/summary", version=1)
+@register("task", "judge/summary", args=SummaryJudgeArgs, version=1)
 def judge_summary(**args):
     return JudgedSummary("judge/summary", SummaryJudgeArgs(**args))

@@ -101,6 +101,6 @@ class KVRetrieval(Task):
                                 meta={"position": pos, "num_pairs": n, "depth": round(100 * frac, 2)})
 
 
-@register("task", "kv/retrieval")
+@register("task", "kv/retrieval", args=KVArgs)
 def kv_retrieval(**args):
     return KVRetrieval("kv/retrieval", KVArgs(**args))

@@ -142,4 +142,4 @@ def _factory(name: str):
 
 
 for _n in (*KNOWN, "custom"):
-    register("task", f"lmeval/{_n}")(_factory(f"lmeval/{_n}"))
+    register("task", f"lmeval/{_n}", args=LMEvalArgs)(_factory(f"lmeval/{_n}"))

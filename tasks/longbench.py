@@ -155,7 +155,7 @@ def _register(dataset: str, e: bool) -> None:
     def factory(**args):
         return LongBench(dataset, e, RealArgs(**args))
 
-    register("task", f"longbench/{dataset}{'_e' if e else ''}")(factory)
+    register("task", f"longbench/{dataset}{'_e' if e else ''}", args=RealArgs)(factory)
 
 
 for _d in SPEC:

@@ -113,6 +113,6 @@ class LongBench2(RealDataTask):
         return self.make_sample(length=length, index=index, text=fit.rendered, tokens=fit.tokens, answers=[rec["answer"]], meta=meta)
 
 
-@register("task", "longbench2")
+@register("task", "longbench2", args=LongBench2Args)
 def longbench2(**args):
     return LongBench2("longbench2", LongBench2Args(**args))

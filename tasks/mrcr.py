@@ -226,10 +226,10 @@ def _register(needles: int) -> None:
             raise ConfigError(f"needles: mrcr/{needles}needle has {needles}; use the task mrcr with needles: {args['needles']}")
         return Mrcr(f"mrcr/{needles}needle", MrcrArgs(**{**args, "needles": needles}))
 
-    register("task", f"mrcr/{needles}needle")(factory)
+    register("task", f"mrcr/{needles}needle", args=MrcrArgs)(factory)
 
 
-@register("task", "mrcr")
+@register("task", "mrcr", args=MrcrArgs)
 def mrcr(**args):
     parsed = MrcrArgs(**args)
     return Mrcr(f"mrcr/{parsed.needles}needle", parsed)

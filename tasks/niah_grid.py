@@ -85,11 +85,11 @@ class NiahGrid(Task):
         return self._inner([50.0]).boundary_probes(ctx)
 
 
-@register("task", "niah/single")
+@register("task", "niah/single", args=GridArgs)
 def niah_single(**args):
     return NiahGrid("niah/single", GridArgs(**args))
 
 
-@register("task", "niah/multi")
+@register("task", "niah/multi", args=GridArgs)
 def niah_multi(**args):
     return NiahGrid("niah/multi", GridArgs(**{"num_needles": 3, **args}))

@@ -224,11 +224,11 @@ class Nolima(Task):
         return nolima_contains(prediction, sample.answers)
 
 
-@register("task", "nolima/needles", version=1)
+@register("task", "nolima/needles", args=NolimaArgs, version=1)
 def nolima_needles(**args):
     return Nolima("nolima/needles", NolimaArgs(**args))
 
 
-@register("task", "nolima/hard", version=1)
+@register("task", "nolima/hard", args=NolimaArgs, version=1)
 def nolima_hard(**args):
     return Nolima("nolima/hard", NolimaArgs(**{"needle_set": "needle_set_hard", **args}))

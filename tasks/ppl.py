@@ -289,11 +289,11 @@ def _hub(a: PplArgs) -> Iterator[tuple[str, str]]:
         yield str(rec.get(a.id_field) or f"{a.source}:{i}"), str(rec.get(field) or "")
 
 
-@register("task", "ppl/full")
+@register("task", "ppl/full", args=PplArgs)
 def ppl_full(**args):
     return Perplexity("ppl/full", PplArgs(**args))
 
 
-@register("task", "ppl/sliding")
+@register("task", "ppl/sliding", args=SlidingArgs)
 def ppl_sliding(**args):
     return SlidingPerplexity("ppl/sliding", SlidingArgs(**args))

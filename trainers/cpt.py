@@ -10,8 +10,6 @@ of the packed data, every eval_steps and at the end. Context extension is the ba
 from __future__ import annotations
 
 import bisect
-import hashlib
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ctxbench.harness.core.config import one_line
 from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.identity import content_hash
 from ctxbench.harness.core.registry import register
 from ctxbench.trainers.base import DataBundle, ScratchModel, TrainerConfig
 from ctxbench.trainers.loop import HFTrainer
@@ -72,18 +71,19 @@ class CPTStudyData(BaseModel):
     def _trainable(cls, v: str) -> str:
         """A packing, or a method producing text; others (hqa, logo) are compared through the trainer of their data."""
         from ctxbench.trainers.data.methods import method_names
-        from ctxbench.trainers.data.synthesis import TRAINER_OF, get_synthesis, synthesis_names
+        from ctxbench.trainers.data.synthesis import get_synthesis, synthesis_names
 
         if v in method_names() or v not in synthesis_names():
             return v  # an unknown name is refused by _method: "unknown synthesis method", with the closest name
-        produces = get_synthesis(v).produces
-        if produces is None:
-            raise ValueError(f"synthesis method {v!r} declares no `produces`, so no trainer trains on its data; declare it "
-                             "in register_synthesis (produces='text' for JSON-lines {\"text\": ...} rows, which cpt packs)")
-        if TRAINER_OF[produces] != "cpt":
-            raise ValueError(f"{v!r} is a synthesis method producing {produces} data, and cpt trains on packed sequences "
-                             f"(packings: {', '.join(method_names())}; or a method producing text); give this study "
-                             f"method trainer: {TRAINER_OF[produces]}")
+        spec = get_synthesis(v)
+        if spec.trainer is None:
+            raise ValueError(f"synthesis method {v!r} declares no `produces` and trainer, so no trainer trains on its data; "
+                             "declare it in register_synthesis (produces='text', trainer='cpt' for JSON-lines "
+                             "{\"text\": ...} rows, which cpt packs)")
+        if spec.trainer != "cpt":
+            raise ValueError(f"{v!r} is a synthesis method producing {spec.produces} data, and cpt trains on packed "
+                             f"sequences (packings: {', '.join(method_names())}; or a method producing text); give this "
+                             f"study method trainer: {spec.trainer}")
         return v
 
     @property
@@ -272,11 +272,11 @@ class CPTTrainer(HFTrainer):
         if d.max_sequences:
             stop = min(stop, d.max_sequences)
         train = PackedSequences(directory, 0, stop)
-        blob = json.dumps([m.data_hash, eval_hash, len(train)])
+        data_hash = content_hash([m.data_hash, eval_hash, len(train)])
         info = {"path": str(directory), "method": m.method, "tokenizer": m.tokenizer, "sequences": len(train),
                 "tokens": len(train) * m.seq_len, "eval_sequences": len(evalset) if evalset else 0,
                 "eval_tokens": len(evalset) * m.seq_len if evalset else 0, "packing_config_hash": m.config_hash}
-        return DataBundle(train, evalset if evalset else None, hashlib.sha256(blob.encode()).hexdigest()[:16], m.seq_len,
+        return DataBundle(train, evalset if evalset else None, data_hash, m.seq_len,
                           m.seq_len, info)
 
     def _check_tokenizer(self, packed_with: str) -> None:

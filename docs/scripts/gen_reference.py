@@ -147,17 +147,27 @@ def tasks_page() -> str:
 
 
 def backends_page() -> str:
-    """Every shipped backend's `--backend-arg` keys, from the pydantic models the CLI validates them with."""
-    from ctxbench.harness.backends.args import ARGS_OF
+    """Every shipped backend's `--backend-arg` keys, from the Args model each declared when it registered (the models
+    the CLI validates them with), with its sampling support and its speed-only arguments."""
     from ctxbench.harness.core import registry
 
+    own = [n for n in registry.names("backend") if registry.origin("backend", n) is None]
     lines = ["# Backend arguments", "",
-             "Generated from `ctxbench.harness.backends.args` at every docs build. Pass any of them as "
-             "`--backend-arg KEY=VALUE` (repeatable); an unknown or ill-typed key is refused with one line listing the "
-             "valid ones. Registered backends: " + ", ".join(f"`{n}`" for n in registry.names("backend")) + ".", ""]
-    for name, args_cls in ARGS_OF.items():
-        defaults = {k: f.default for k, f in args_cls.model_fields.items()}
-        lines += [f"## `{name}`", "", f"Model `{args_cls.__name__}`.", "", *_args_table(args_cls, defaults, set()), ""]
+             "Generated from what each backend declares when it registers (`register(\"backend\", NAME, args=Model, "
+             "samples=..., distributions=...)`) at every docs build; `ctxbench backends` lists the same, plugins' "
+             "included. Pass any of them as `--backend-arg KEY=VALUE` (repeatable); an unknown or ill-typed key is "
+             "refused with one line listing the valid ones. Speed-only arguments change how fast a run goes, never its "
+             "results: a resume may change them. Registered backends: " + ", ".join(f"`{n}`" for n in own) + ".", ""]
+    for name in own:
+        traits = registry.backend_traits(name)
+        if traits.args is None:
+            continue
+        defaults = {k: f.default for k, f in traits.args.model_fields.items()}
+        speed = sorted(traits.execution & set(traits.args.model_fields))
+        lines += [f"## `{name}`", "", f"Model `{traits.args.__name__}`. "
+                  + ("Samples with `--gen-kwargs`." if traits.samples else "Greedy only (no `--gen-kwargs`).")
+                  + (f" Speed only: {', '.join(f'`{k}`' for k in speed)}." if speed else ""), "",
+                  *_args_table(traits.args, defaults, set()), ""]
     return "\n".join(lines)
 
 

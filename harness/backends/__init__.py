@@ -9,7 +9,7 @@ from ctxbench.harness.core.extras import require_extra
 from ctxbench.harness.core.registry import register
 
 
-@register("backend", "hf")
+@register("backend", "hf", args=HFArgs, samples=True, distributions=("torch", "transformers"))
 def hf(*, model: str, truncation: str = "refuse", **kwargs):
     args = parse_backend_args(HFArgs, kwargs, backend="hf")
     require_extra("hf", for_="backend hf")
@@ -30,7 +30,7 @@ def hf_plan(*, model: str, truncation: str = "refuse", **kwargs):
 hf.plan = hf_plan  # type: ignore[attr-defined]
 
 
-@register("backend", "echo")
+@register("backend", "echo", args=EchoArgs, samples=True)
 def echo(*, model: str, truncation: str = "refuse", **kwargs):
     args = parse_backend_args(EchoArgs, kwargs, backend="echo")
     from ctxbench.harness.backends.echo import EchoBackend

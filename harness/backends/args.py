@@ -140,22 +140,20 @@ class OpenAIArgs(BackendArgs):
     reasoning_effort: str | None = Field(None, description="passed as reasoning_effort (gpt-oss, OpenAI reasoning models)")
 
 
-ARGS_OF = {"echo": EchoArgs, "hf": HFArgs, "vllm": VLLMArgs, "openai": OpenAIArgs, "lmeval": LMEvalArgs}
-
-
 def check_backend_args(backend: str, args: dict[str, Any], *, where: str = "") -> None:
     """Refuse a config's unknown backend, or an unknown or ill-typed backend argument, before any work (studies and data
-    commands build their backend late, after data and training); a plugin backend checks its own when it is built.
+    commands build their backend late, after data and training), against the Args model the backend declared when it
+    registered (register("backend", NAME, args=Model): a plugin's too); one that declares none checks when built.
     `where` prefixes the keys in the message, e.g. "study.yaml: eval." gives "study.yaml: eval.backend_args.dtyp: ..."."""
     from ctxbench.harness.core import registry
     from ctxbench.harness.core.backend import parse_backend_args
     from ctxbench.harness.core.errors import ConfigError
 
-    registry.get("backend", backend, field=f"{where}backend")
+    traits = registry.backend_traits(backend, field=f"{where}backend")
     for key, flag in (("model", "--model"), ("truncation", "--truncation")):
         if key in args:
             raise ConfigError(f"{where}backend_args.{key}: set it with {flag}, not as a backend argument")
-    model = ARGS_OF.get(backend.split(":", 1)[0])
+    model = traits.args
     if model is not None:
         try:
             parsed = parse_backend_args(model, args, backend=backend)

@@ -4,9 +4,9 @@ The LM is built with `lm_eval.api.registry.get_model(model_type).create_from_arg
 additional_config)` and asked for `generate_until` with our rendered prompts, `until=[]` (lm-eval adds
 the model's EOS) and `max_gen_toks` = the sample's budget, greedy (`do_sample=False, temperature=0`).
 
-Names: the registry takes exact names, so the known types are registered as `lmeval:hf`, `lmeval:vllm`,
-`lmeval:sglang`, `lmeval:local-completions` and `lmeval:local-chat-completions`; any other lm-eval type
-works as `--backend lmeval --backend-arg model_type=<type>`.
+Names: one entry, `lmeval`; `--backend lmeval:<type>` is it with `model_type=<type>` (the registry reads any
+`NAME:<rest>` as NAME's entry with model_type=rest), so every type lm-eval knows works, its own registry being the
+list (`--backend lmeval --backend-arg model_type=<type>` says the same).
 
 Argument mapping (`--backend-arg KEY=VALUE`, values JSON-typed by the CLI):
     --model M          -> `pretrained=<local dir of M>` for weight-loading types (hf, vllm, sglang, ...): aliases and
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import time
-from functools import partial
 from typing import Any
 
 from ctxbench.harness.backends.args import LMEvalArgs
@@ -39,7 +38,6 @@ from ctxbench.harness.core.extras import extra_error, require_extra
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Prediction, Request
 
-KNOWN_TYPES = ("hf", "vllm", "sglang", "local-completions", "local-chat-completions")
 API_TYPES = {"local-completions", "local-chat-completions", "openai-completions", "openai-chat-completions",
              "anthropic-completions", "anthropic-chat", "anthropic-chat-completions", "litellm", "litellm-chat",
              "litellm-chat-completions", "azure-openai-chat-completions", "watsonx_llm", "textsynth", "gguf", "ggml"}
@@ -53,9 +51,7 @@ def lmeval(*, model: str, truncation: str = "refuse", **kwargs):
     return LMEvalBackend(model=model, truncation=truncation, **args.model_dump())
 
 
-register("backend", "lmeval")(lmeval)
-for _t in KNOWN_TYPES:
-    register("backend", f"lmeval:{_t}")(partial(lmeval, model_type=_t))
+register("backend", "lmeval", args=LMEvalArgs, distributions=("lm_eval",))(lmeval)  # greedy only: lm-eval's gen_kwargs are its own
 
 
 def split_backend_name(name: str) -> tuple[str, dict[str, Any]]:

@@ -66,7 +66,7 @@ APIS = ("completions", "chat")
 PREFILL_MODES = ("auto", "continue", "user")
 
 
-@register("backend", "openai")
+@register("backend", "openai", args=OpenAIArgs, samples=True, distributions=("httpx",))
 def openai_backend(**kwargs):
     return OpenAIBackend(**kwargs)
 

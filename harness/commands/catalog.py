@@ -1,4 +1,6 @@
-"""`ctxbench tasks` and `ctxbench suites`: what can be scored, one line each; one task's arguments in full.
+"""`ctxbench tasks`, `ctxbench backends` and `ctxbench suites`: what can be scored and with what, one line each; one
+task's or backend's arguments in full. Everything comes from what the entries declared when they registered (plugins'
+included: harness/core/registry.py TRAITS).
 
 A listing never fails on one entry: a plugin task that needs arguments is listed with them, one whose factory fails
 says so in one line.
@@ -32,7 +34,7 @@ def list_tasks(
     for name, factory in rows:
         out.print(f"{name:<{width}}  {_task_line(name, factory)}", highlight=False, soft_wrap=True, markup=False)
     if len(rows) == 1 and rows[0][0] == pattern:
-        _print_task_args(rows[0][1])
+        _print_task_args(pattern, rows[0][1])
 
 
 def _task_line(name: str, factory) -> str:
@@ -53,33 +55,87 @@ def _task_line(name: str, factory) -> str:
     return f"({task.category}) {task.describe()}; data: {task.data_needs()}"
 
 
-def _print_task_args(factory) -> None:
+def _print_task_args(name: str, factory) -> None:
     """A task's arguments: name, type, value in this task (a preset's own, else the default; `(required)` where it has
     none) and what it does."""
-    import re
+    from ctxbench.harness.core import registry
 
-    from ctxbench.harness.core.config import task_args_model
-
-    model = task_args_model(factory)
+    model = registry.task_traits(name).args
     if model is None:
+        out.print("\narguments: this task declares no Args model (register(\"task\", NAME, args=Model) lists them)",
+                  highlight=False, markup=False)
         return
-    fields = model.model_fields
     try:
         values = factory().args_json()
     except Exception:  # noqa: BLE001 - needs arguments (listed as required) or cannot be built (said above)
         values = {}
+    out.print(f"\narguments (a suite's args:, or generate --arg KEY=VALUE), {len(model.model_fields)}:", highlight=False)
+    _print_fields(model, values)
+
+
+def _print_fields(model, values: dict, execution: frozenset[str] = frozenset()) -> None:
+    """A pydantic model's fields as a table: name, type, value (`values`' own, else the default; `(required)` where it
+    has none) and the field's description (`execution`'s marked speed only)."""
+    import re
+
     table = [("argument", "type", "value", "what it does")]
-    for name, field in fields.items():
+    for name, field in model.model_fields.items():
         kind = field.annotation.__name__ if isinstance(field.annotation, type) else str(field.annotation)
         value = "(required)" if name not in values and field.is_required() else json.dumps(
             values[name] if name in values else field.get_default(call_default_factory=True), ensure_ascii=False)
         value = value if len(value) <= 40 else value[:38] + "…" + value[-1]  # templates: the full text in `generate`
-        table.append((name, re.sub(r"\btyping\.|\bpathlib\.", "", kind), value, field.description or ""))
+        what = ("(speed only) " if name in execution else "") + (field.description or "")
+        table.append((name, re.sub(r"\btyping\.|\bpathlib\.", "", kind), value, what))
     widths = [max(len(row[i]) for row in table) for i in range(3)]
-    out.print(f"\narguments (a suite's args:, or generate --arg KEY=VALUE), {len(fields)}:", highlight=False)
     for row in table:
         out.print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3],
                   highlight=False, soft_wrap=True, markup=False)
+
+
+def list_backends(
+    name: Optional[str] = typer.Argument(None, help="one backend: also list its arguments (--backend-arg KEY=VALUE), "
+                                         "their defaults and what each does"),
+):
+    """List registered backends (plugins' included), one line each: whether it samples with --gen-kwargs, its
+    execution-only arguments, and where it comes from."""
+    from ctxbench.harness.core import registry
+
+    names = [name] if name else registry.names("backend")
+    if name:
+        registry.backend_traits(name, field="backends")  # an unknown name: one line, with the closest
+    width = max(len(n) for n in names)
+    for n in names:
+        out.print(f"{n:<{width}}  {_backend_line(n)}", highlight=False, soft_wrap=True, markup=False)
+    if name:
+        traits = registry.backend_traits(name)
+        args = traits.args
+        if args is None:
+            out.print("\narguments: this backend declares no Args model; it checks its own when it is built",
+                      highlight=False, markup=False)
+            return
+        out.print(f"\narguments (--backend-arg KEY=VALUE), {len(args.model_fields)}:", highlight=False)
+        _print_fields(args, {}, traits.execution)
+
+
+def _backend_line(name: str) -> str:
+    """What a backend declared: sampling, its argument count and the execution-only ones (speed, not results)."""
+    from ctxbench.harness.core import registry
+
+    traits, origin = registry.backend_traits(name), registry.origin("backend", name)
+    parts = ["samples with --gen-kwargs" if traits.samples else "greedy only"]
+    if traits.args is None:
+        parts.append("arguments checked when built")
+    else:
+        execution = sorted(traits.execution & set(traits.args.model_fields))
+        parts.append(f"{len(traits.args.model_fields)} arguments" +
+                     (f" (speed only: {', '.join(execution)})" if execution else ""))
+    if traits.args is not None and "model_type" in traits.args.model_fields:
+        parts.append(f"{name}:<model_type> picks the type")
+    if traits.distributions:
+        parts.append(f"records {', '.join(traits.distributions)} versions")
+    if origin is not None:
+        parts.append(f"plugin {origin.distribution}" + (f" {origin.version}" if origin.version else ""))
+    return "; ".join(parts)
 
 
 def list_suites():
@@ -92,4 +148,5 @@ def list_suites():
 
 def register(app: typer.Typer) -> None:
     app.command("tasks")(list_tasks)
+    app.command("backends")(list_backends)
     app.command("suites")(list_suites)

@@ -303,21 +303,10 @@ def adhoc_suite(patterns: str, **overrides: Any) -> Suite:
         raise ConfigError(one_line(e, "ad-hoc suite (--tasks)")) from None
 
 
-def task_args_model(factory) -> type[BaseModel] | None:
-    """A registered task's argument model, also for a task that cannot be built without arguments (a plugin's task
-    with a required one): the factory's task_class (RULER presets), else the model its validation error names."""
-    cls = getattr(factory, "task_class", None)
-    if cls is not None:
-        return cls.Args
-    try:
-        return type(factory().args)
-    except ValidationError as e:
-        found = [m for m in _subclasses(BaseModel) if m.__name__ == e.title]
-        return next((m for m in found if m.__module__ == factory.__module__), found[0] if found else None)
-
-
-def _subclasses(cls: type) -> list[type]:
-    return [c for sub in cls.__subclasses__() for c in (sub, *_subclasses(sub))]
+def task_args_model(name: str) -> type[BaseModel] | None:
+    """A registered task's argument model, as it declared it when it registered (`register("task", NAME, args=Model)`);
+    None for a task that declares none (a plugin's that predates args=)."""
+    return registry.task_traits(name).args
 
 
 def build_task(spec: TaskSpec, *, where: str = "task"):
@@ -326,7 +315,8 @@ def build_task(spec: TaskSpec, *, where: str = "task"):
         task = factory(**spec.args)
     except ValidationError as e:
         if e.errors()[0]["type"] == "extra_forbidden":  # name the valid keys, as backend arguments do
-            valid = ", ".join(task_args_model(factory).model_fields)
+            model = task_args_model(spec.task)
+            valid = ", ".join(model.model_fields) if model is not None else "see its documentation"
             raise ConfigError(f"{one_line(e, f'{where}.args')}; valid keys: {valid} (see `ctxbench tasks {spec.task}`)") from None
         raise ConfigError(one_line(e, f"{where}.args")) from None
     if not isinstance(task, TaskContract):  # a plugin's factory: the runner relies on the declared capabilities

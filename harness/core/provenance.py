@@ -9,8 +9,17 @@ from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
-DISTRIBUTIONS = ("ctxbench", "torch", "transformers", "tokenizers", "wonderwords", "vllm", "numpy", "httpx", "lm_eval",
-                 "trl", "peft", "datasets")
+# What every run and training depends on (tokenizers, data, training); each backend declares its own beside these
+# (register("backend", NAME, distributions=(...))), a plugin's too.
+CORE_DISTRIBUTIONS = ("ctxbench", "torch", "transformers", "tokenizers", "wonderwords", "numpy", "trl", "peft", "datasets")
+
+
+def distributions() -> tuple[str, ...]:
+    """The distributions whose versions a record names: the core ones, then every registered backend's declared ones."""
+    from ctxbench.harness.core import registry
+
+    declared = [d for name in registry.names("backend") for d in registry.backend_traits(name).distributions]
+    return tuple(dict.fromkeys([*CORE_DISTRIBUTIONS, *declared]))
 
 
 def version(dist: str) -> str | None:
@@ -23,7 +32,7 @@ def version(dist: str) -> str | None:
 def versions() -> dict[str, str]:
     """Python and the installed versions of the packages that can change a result."""
     out = {"python": platform.python_version()}
-    for dist in DISTRIBUTIONS:
+    for dist in distributions():
         v = version(dist)
         if v:
             out[dist] = v

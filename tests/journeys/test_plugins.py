@@ -36,7 +36,7 @@ class EchoWord(Task):
                                 answers=[self.args.word])
 
 
-@register("task", "journey/echo_word")
+@register("task", "journey/echo_word", args=EchoWordArgs)
 def echo_word(**args):
     return EchoWord("journey/echo_word", EchoWordArgs(**args))
 

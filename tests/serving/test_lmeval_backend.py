@@ -13,10 +13,10 @@ lm_eval = pytest.importorskip("lm_eval")
 
 
 def test_names_and_split():
-    names = registry.names("backend")
-    for t in ("hf", "vllm", "sglang", "local-completions", "local-chat-completions"):
-        assert f"lmeval:{t}" in names
-    assert "lmeval" in names
+    assert "lmeval" in registry.names("backend")  # one entry: lmeval:<type> is it with model_type=<type>, any type
+    for t in ("hf", "vllm", "sglang", "local-completions", "local-chat-completions", "hf-multimodal"):
+        assert registry.get("backend", f"lmeval:{t}").keywords == {"model_type": t}
+        assert registry.backend_traits(f"lmeval:{t}").name == "lmeval"
     assert split_backend_name("lmeval:hf-multimodal") == ("lmeval", {"model_type": "hf-multimodal"})
     assert split_backend_name("openai") == ("openai", {})
 

@@ -41,18 +41,17 @@ def methods(monkeypatch):
     def ident(cfg, **_):
         return synthesis.identity(cfg.model_dump(exclude={"out_dir"}))
 
-    for name, produces in (("rows", "text"), ("silent", None)):
+    for name, produces, trainer in (("rows", "text", "cpt"), ("silent", None, None)):
         spec = synthesis.SynthesisMethod(name, RowsConfig, ident, _write_rows, synthesis.read_manifest, "test", None,
-                                         produces=produces)
+                                         produces=produces, trainer=trainer)
         monkeypatch.setitem(registry._REGISTRY["synthesis"], name, spec)
 
 
-def test_every_builtin_method_declares_what_it_produces():
-    produces = {n: synthesis.get_synthesis(n).produces for n in synthesis.synthesis_names()}
-    assert produces["standard"] == produces["splice"] == "packed"
-    assert (produces["hqa"], produces["logo"]) == ("hqa", "logo")
-    with pytest.raises(ConfigError, match="produces: 'rows' is not one of packed, text, hqa, logo"):
-        synthesis.register_synthesis("bad", RowsConfig, identity=lambda c: None, produces="rows")
+def test_every_builtin_method_declares_what_it_produces_and_its_trainer():
+    declared = {n: (synthesis.get_synthesis(n).produces, synthesis.get_synthesis(n).trainer)
+                for n in synthesis.synthesis_names()}
+    assert declared["standard"] == declared["splice"] == ("packed", "cpt")
+    assert (declared["hqa"], declared["logo"]) == (("hqa", "hqa_sft"), ("logo", "logo"))
 
 
 def test_a_method_that_declares_nothing_is_refused_naming_the_fix(methods):

@@ -53,7 +53,7 @@ def _register_synthesis(spec: PackingMethod) -> None:
         return call
 
     register_synthesis(spec.name, SynthesisConfig, identity=pipeline("pack_identity"), load=pipeline("shards_manifest"),
-                       args=spec.args, help=f"packing: {spec.help}", produces="packed")(pipeline("_pack"))
+                       args=spec.args, help=f"packing: {spec.help}", produces="packed", trainer="cpt")(pipeline("_pack"))
 
 
 def method_names() -> list[str]:

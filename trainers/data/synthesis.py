@@ -10,9 +10,11 @@ method needs alike:
 - refuse: an out_dir holding another identity (finished or not) is refused in one line naming what differs;
 - one writer: the method's step runs under the out_dir's lock and resumes what an interrupted run left.
 
-A method declares what it `produces`, which says the trainer that can train on it (and so how a study compares it):
-"packed" (token sequences: cpt), "text" (JSON-lines shards of {"text": str} rows listed in the manifest's `shards`:
-cpt packs them with the standard packing), "hqa" (hqa_sft), "logo" (logo); None: no trainer reads it.
+A method declares what it `produces` (any name for its kind of data) and the `trainer` that trains on it (so how a
+study compares it): "packed" token sequences and "text" (JSON-lines shards of {"text": str} rows listed in the
+manifest's `shards`, which cpt packs with the standard packing) are trained by cpt, "hqa" by hqa_sft, "logo" by logo;
+a plugin's trainer with a new kind of data declares both on its method and touches nothing here. None: no trainer
+reads it.
 
 Every manifest.json carries the same envelope: `schema` (SCHEMA, versioned), `method`, `identity`, `complete`
 and `drops` (counts by reason); each method adds its own fields beside it.
@@ -24,7 +26,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -33,8 +35,6 @@ from ctxbench.harness.core.errors import ConfigError
 
 SCHEMA = "ctxbench-synthesis/1"
 MANIFEST = "manifest.json"
-Produces = Literal["packed", "text", "hqa", "logo"]
-TRAINER_OF: dict[str, str] = {"packed": "cpt", "text": "cpt", "hqa": "hqa_sft", "logo": "logo"}  # who trains on it
 
 
 def content_hash(obj: Any) -> str:
@@ -89,7 +89,8 @@ class SynthesisMethod:
     args: type[BaseModel] | None = None  # method_args of a packing method (its config keys are SynthesisConfig's)
     extra: str | None = None  # the optional install its run needs (harness/core/extras.py), e.g. "train" for a tokenizer
     extra_modules: tuple[str, ...] | None = None  # the extra's modules it needs (default: all of the extra's)
-    produces: Produces | None = None  # what it writes, so which trainer trains on it (TRAINER_OF); None: none does
+    produces: str | None = None  # what kind of data it writes ("packed", "text", "hqa", a plugin's own); None: undeclared
+    trainer: str | None = None  # the registered trainer that trains on it (a study's method trainer); None: none does
 
     def require_extra(self, *, for_: str) -> None:
         """Refuse `for_` in one line when the method's extra is missing: before anything is written or loaded."""
@@ -102,18 +103,18 @@ class SynthesisMethod:
 def register_synthesis(name: str, config: type[BaseModel], *, identity: Callable[[Any], Identity],
                        load: Callable[[Path], Any] | None = None, args: type[BaseModel] | None = None,
                        help: str | None = None, extra: str | None = None, extra_modules: tuple[str, ...] | None = None,
-                       produces: Produces | None = None):
+                       produces: str | None = None, trainer: str | None = None):
     """Decorate a method's run step: registers it as synthesis method `name` (plugins use this too). `help` defaults
     to the first line of the run step's docstring; `load` to reading manifest.json as a dict; `extra` names the
-    optional install the step needs (checked by the commands before they start); `produces` what it writes ("text":
-    JSON-lines {"text": str} rows, which cpt packs and a study compares; default None: no trainer trains on it)."""
-    if produces is not None and produces not in TRAINER_OF:
-        raise ConfigError(f"produces: {produces!r} is not one of {', '.join(TRAINER_OF)}; declare what the method writes")
+    optional install the step needs (checked by the commands before they start); `produces` what it writes (any name;
+    "text": JSON-lines {"text": str} rows, which cpt packs) and `trainer` the trainer that trains on it (default
+    None: no trainer does, and no study can compare it)."""
+    traits = {k: v for k, v in (("produces", produces), ("trainer", trainer)) if v is not None}
 
     def deco(run: Callable[..., Any]) -> Callable[..., Any]:
         doc = help or (run.__doc__ or "").strip().split("\n")[0]
-        registry.register("synthesis", name)(SynthesisMethod(name, config, identity, run, load or read_manifest, doc, args,
-                                                             extra, extra_modules, produces))
+        registry.register("synthesis", name, **traits)(SynthesisMethod(name, config, identity, run, load or read_manifest,
+                                                                       doc, args, extra, extra_modules, produces, trainer))
         return run
 
     return deco

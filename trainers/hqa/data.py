@@ -344,7 +344,7 @@ def _write_shards(out: Path, manifest: dict[str, Any], rows: list[dict[str, Any]
 
 
 @register_synthesis("hqa", HQADataConfig, identity=hqa_identity, extra="train", extra_modules=("transformers",),
-                    produces="hqa")
+                    produces="hqa", trainer="hqa_sft")
 def _hqa(cfg: HQADataConfig, ident: Identity, *, data_dir: Path | None = None, on_calls: Callable[[int], None] | None = None,
          generator: Generator | None = None) -> dict[str, Any]:
     """hierarchical-QA: long documents summarized and questioned by a generator, then concatenated into conversations."""

@@ -242,7 +242,7 @@ def _manifest(cfg: LogoDataConfig, ident: Identity, source: Path, tok, client, n
 
 
 @register_synthesis("logo", LogoDataConfig, identity=logo_identity, load=_reused, extra="train",
-                    extra_modules=("transformers",), produces="logo")
+                    extra_modules=("transformers",), produces="logo", trainer="logo")
 def _logo(cfg: LogoDataConfig, ident: Identity, *, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """LOGO: the policy answers from relevant, irrelevant and mixed chunks; chosen + M rejected replies, synthetic positions."""
     from ctxbench.harness.core.models import load_tokenizer

@@ -2,7 +2,8 @@
 
 - task `example/secret_word` with the argument `copies`: find a word hidden in filler text;
 - metric `example/first_word`: 1 if the prediction's first word is the reference, else 0;
-- backend `example_constant` with the argument `answer`: answers every prompt with the same text;
+- backend `example_constant` with the arguments `answer` and `workers` (speed only), sampling with --gen-kwargs:
+  answers every prompt with the same text;
 - suite `example-secret`: the task at two lengths with two copies of the word (example-secret.yaml);
 - packing method `example_sorted`: example packing with documents sorted by length;
 - trainer `example_tail`: continued pretraining with a loss that weighs later positions more.
@@ -61,7 +62,7 @@ class SecretWord(Task):
         raise ConfigError(f"{self.name}: length {length} is too short for {self.args.copies} copies; raise the length")
 
 
-@register("task", "example/secret_word")
+@register("task", "example/secret_word", args=SecretWordArgs)
 def secret_word(**args):
     return SecretWord("example/secret_word", SecretWordArgs(**args))
 # --8<-- [end:task]
@@ -84,18 +85,23 @@ def first_word(prediction: str, references: Sequence[str]) -> float:
 class ConstantArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     answer: str = Field("amber", description="the text every request is answered with")
+    # Speed only: the answers are the same at any value, so a resume with another value continues the same run
+    # (json_schema_extra={"execution": True}; a field that says nothing changes results, and the run id with it).
+    workers: int = Field(1, ge=1, description="requests answered per generate() call", json_schema_extra={"execution": True})
 
 
 class ConstantBackend:
-    """The smallest complete backend: a tokenizer (to fit prompts), a context length, info() and generate()."""
+    """The smallest complete backend: a tokenizer (to fit prompts), a context length, info() and generate(). With
+    --gen-kwargs (it registers samples=True) it answers or stays silent, drawn from the seed and the sample, as a
+    sampled model's answers differ from seed to seed; greedy, it always answers."""
 
     name = "example_constant"
     capabilities = frozenset({"generate"})
 
-    def __init__(self, *, model: str, answer: str):
+    def __init__(self, *, model: str, answer: str, workers: int):
         from ctxbench.harness.core.models import load_tokenizer
 
-        self.model, self.answer = model, answer
+        self.model, self.answer, self.batch_size = model, answer, workers
         self.tokenizer = load_tokenizer(model)
         self.context_length = 1 << 20
 
@@ -103,17 +109,24 @@ class ConstantBackend:
         return {"model": self.model, "answer": self.answer}
 
     def generate(self, requests):
+        import random
+
         from ctxbench.harness.core.types import Prediction
 
-        return [Prediction(r.sample_id, self.answer, r.prompt_tokens or 0, 1, 0.0) for r in requests]
+        def reply(r) -> str:
+            seed = dict(r.sampling or ()).get("seed", 0)
+            return self.answer if not r.sampling or random.Random(f"{seed}:{r.sample_id}").random() < 0.5 else ""
+
+        return [Prediction(r.sample_id, reply(r), r.prompt_tokens or 0, 1, 0.0) for r in requests]
 
 
-@register("backend", "example_constant")
+# args: its --backend-arg keys, checked before anything is written; samples: it decodes with --gen-kwargs.
+@register("backend", "example_constant", args=ConstantArgs, samples=True)
 def constant_backend(*, model: str, truncation: str = "refuse", **kwargs):
     from ctxbench.harness.core.backend import parse_backend_args
 
     args = parse_backend_args(ConstantArgs, kwargs, backend="example_constant")
-    return ConstantBackend(model=model, answer=args.answer)
+    return ConstantBackend(model=model, answer=args.answer, workers=args.workers)
 # --8<-- [end:backend]
 
 

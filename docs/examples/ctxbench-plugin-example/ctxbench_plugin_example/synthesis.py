@@ -48,9 +48,10 @@ def sentences_identity(cfg: SentencesConfig, **_) -> synthesis.Identity:
     return synthesis.identity(cfg.model_dump(exclude={"out_dir", "shard_samples"}), inputs)
 
 
-# produces="text": JSON-lines {"text": ...} rows listed in the manifest, so cpt can pack and train on them and a study
-# compares this method head to head with the packings (study method data: {method: example_sentences, method_args: ...})
-@synthesis.register_synthesis("example_sentences", SentencesConfig, identity=sentences_identity, produces="text")
+# produces="text": JSON-lines {"text": ...} rows listed in the manifest, which trainer="cpt" packs and trains on, so a
+# study compares this method head to head with the packings (study method data: {method: example_sentences, ...})
+@synthesis.register_synthesis("example_sentences", SentencesConfig, identity=sentences_identity, produces="text",
+                              trainer="cpt")
 def write_sentences(cfg: SentencesConfig, ident: synthesis.Identity) -> dict:
     """Example synthesis: samples of sentences drawn across documents (a plugin's data recipe)."""
     import numpy as np
