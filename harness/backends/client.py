@@ -71,7 +71,7 @@ class KeyedCache:
 
     def refusals(self, key: str) -> int:
         """How many rows of `key` were refused so far."""
-        self.rows  # noqa: B018 -- loads the file once
+        _ = self.rows  # the file, read once
         return self._refused[key]
 
     def add(self, rows: Iterable[dict[str, Any]]) -> None:
@@ -81,7 +81,7 @@ class KeyedCache:
             return
         from ctxbench.harness.core.io import append_jsonl, cut_torn_tail
 
-        self.rows  # noqa: B018 -- read before writing, so the rows below are not counted twice
+        _ = self.rows  # read before writing, so the rows below are not counted twice
         with self._lock():
             cut_torn_tail(self.path)
             append_jsonl(self.path, rows)
