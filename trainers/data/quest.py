@@ -14,7 +14,6 @@ Documents without a keyword are left out (the paper keeps only keyword-indexed d
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ctxbench.harness.core.identity import content_hash
 from ctxbench.harness.core.io import atomic_write
 from ctxbench.trainers.data.generator import GeneratorConfig, generator_defaults
 from ctxbench.trainers.data.methods import register_method
@@ -104,7 +104,7 @@ def document_keywords(corpus, args: QuestArgs, progress=None) -> list[list[str]]
     model = _query_writer(args, derived_dir(corpus))
     if args.query_generator is not None:  # by its fingerprint: what cannot change a query leaves the key alone
         settings["query_generator"] = model.fingerprint
-    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+    key = content_hash(settings, 12)
     path = derived_dir(corpus) / f"quest-keywords-{key}.jsonl"
     if path.exists():
         return [json.loads(line) for line in path.read_text().splitlines()]

@@ -9,8 +9,6 @@ head applied only at those positions: 180K positions x a 128K vocabulary of logi
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ctxbench.harness.core.config import validate_config
 from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.identity import content_hash
 from ctxbench.harness.core.registry import register
 from ctxbench.trainers.base import DataBundle, RopeSpec, ScratchModel, TrainerConfig, TrainResult, config_path
 from ctxbench.trainers.hqa.chat import IGNORE
@@ -170,10 +169,10 @@ class StageTrainer(HFTrainer):
                 "eval_tokens": count(held or [], "input_ids"), "generator_drops": m.get("drops", {}),
                 "qas_requested": sum((m.get("counts") or {}).get("qas_requested", {}).values()),
                 "qas_kept": sum((m.get("counts") or {}).get("qas_generated", {}).values())}
-        blob = json.dumps([m["data_hash"], mine, c.seq_len, c.eval_samples, len(train)])
+        data_hash = content_hash([m["data_hash"], mine, c.seq_len, c.eval_samples, len(train)])
         per_seq = max(1, info["tokens"] // max(1, len(train)))
         self.data_info = info
-        return DataBundle(train, held, hashlib.sha256(blob.encode()).hexdigest()[:16], c.seq_len, per_seq, info)
+        return DataBundle(train, held, data_hash, c.seq_len, per_seq, info)
 
     def steps_for(self, data: DataBundle) -> int:
         c = self.config

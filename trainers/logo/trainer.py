@@ -12,8 +12,6 @@ the loss, rewards/{chosen,rejected,margin,accuracy} and sft_loss (losses.jsonl a
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -24,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ctxbench.harness.core.config import one_line, validate_config
 from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.identity import content_hash
 from ctxbench.harness.core.io import append_jsonl
 from ctxbench.harness.core.registry import register
 from ctxbench.trainers.base import DataBundle, ScratchModel, TrainerConfig, apply_rope
@@ -269,12 +268,12 @@ class LogoTrainer(HFTrainer):
         evalset = LogoResponses(directory, stop, n) if d.eval_samples else None
         train = LogoResponses(directory, 0, min(stop, d.max_samples) if d.max_samples else stop)
         tokens = train.tokens()
-        blob = json.dumps([m["data_hash"], d.eval_samples, len(train)])
+        data_hash = content_hash([m["data_hash"], d.eval_samples, len(train)])
         info = {"path": str(directory), "samples": len(train), "responses_per_sample": full.group, "tokens": tokens,
                 "eval_samples": len(evalset) if evalset else 0, "eval_tokens": evalset.tokens() if evalset else 0,
                 "target_window": m["target_window"], "num_chunks": m["num_chunks"], "num_rejected": m["num_rejected"],
                 "generator": m["generator"]["model"], "tokenizer": m["tokenizer"], "answer_tokens": train.answer_tokens()}
-        return DataBundle(train, evalset, hashlib.sha256(blob.encode()).hexdigest()[:16], int(m["max_real_length"]),
+        return DataBundle(train, evalset, data_hash, int(m["max_real_length"]),
                           max(1, tokens // max(1, len(train))), info)
 
     def data_collator(self):
