@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from ctxbench.harness.backends import args as backend_args
 from ctxbench.harness.core import registry
 from ctxbench.harness.core.config import Suite, TaskSpec, build_task
 from ctxbench.harness.core.identity import (
@@ -57,8 +56,10 @@ def judge_key(backend_args: dict, prompt: str = "Is it right?", **args) -> str:
 
 
 def args_of(backend: str) -> type[BaseModel]:
-    """The backend's Args model: as it declared it when it registered, else ctxbench's in-tree table."""
-    return backend_args_model(backend) or backend_args.ARGS_OF[backend.split(":", 1)[0]]
+    """The backend's Args model, as it declared it when it registered (`register("backend", NAME, args=...)`)."""
+    model = backend_args_model(backend)
+    assert model is not None, f"backend {backend} declares no args= when it registers"
+    return model
 
 
 def in_tree_args() -> list[type[BaseModel]]:
