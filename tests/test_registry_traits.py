@@ -127,3 +127,17 @@ def test_backends_command_lists_arguments_and_speed_only_ones(scratch, capsys):
     list_backends("toy")
     table = capsys.readouterr().out.splitlines()
     assert any(x.split()[:3] == ["lanes", "int", "1"] and "(speed only) answers at once" in x for x in table), table
+
+
+def test_a_task_lists_the_args_it_declared_and_says_so_when_it_declared_none(scratch, capsys):
+    from ctxbench.harness.commands.catalog import list_tasks
+
+    def needs_word(**args):
+        raise RuntimeError("needs a word")
+
+    scratch.register("task", "toy/declared", args=ToyArgs)(needs_word)
+    scratch.register("task", "toy/undeclared")(needs_word)
+    list_tasks("toy/declared")
+    assert any(x.split()[:2] == ["lanes", "int"] for x in capsys.readouterr().out.splitlines())
+    list_tasks("toy/undeclared")
+    assert "this task declares no Args model (register(\"task\", NAME, args=Model) lists them)" in capsys.readouterr().out
