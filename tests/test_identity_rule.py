@@ -275,3 +275,26 @@ def test_replies_cached_under_the_older_fingerprint_are_found_not_paid_again(tmp
     assert client._backend.asked == 1 and client.counts["cached"] == 1
     again = GeneratorClient(cfg, **where)  # now under today's key: read without the older file's help
     assert again.cache.get(again.key("task one"))["text"] == "paid before"
+
+
+def test_a_synthesis_out_dir_written_under_the_older_rule_keeps_its_identity(tmp_path):
+    """hqa data an older ctxbench wrote for a generator with concurrency in its fingerprint is reused or resumed, not
+    refused as 'another config and generator'; a fresh out_dir gets today's identity."""
+    from ctxbench.trainers.data.synthesis import SCHEMA, Identity, check_out_dir
+    from ctxbench.trainers.hqa.data import hqa_identity
+
+    (tmp_path / "docs.jsonl").write_text(json.dumps({"text": "a document"}) + "\n")
+    raw = {"documents": {"path": str(tmp_path / "docs.jsonl"), "format": "jsonl"}, "tokenizer": "smollm2-135m",
+           "target_tokens": 4096, "samples": 2, "small_tokens": 64, "medium_tokens": 128,
+           "generator": {"model": SERVED, "backend": "openai", "backend_args": {"base_url": "http://x/v1", "concurrency": 8}}}
+    fresh = hqa_identity(HQADataConfig(**raw, out_dir=str(tmp_path / "new")))
+    cfg = HQADataConfig(**raw, out_dir=str(tmp_path / "old"))
+    older = Identity(cfg.legacy_config_hash(), fresh.inputs, legacy_fingerprint(cfg.generator))
+    assert older.hash != fresh.hash and older.config != fresh.config and older.generator != fresh.generator
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "manifest.json").write_text(json.dumps({"schema": SCHEMA, "identity": older.as_dict()}))
+    assert hqa_identity(cfg) == older and check_out_dir(cfg.out_dir, older) is not None
+    faster = HQADataConfig(**{**raw, "generator": {**raw["generator"], "backend_args": {"base_url": "http://x/v1",
+                                                                                          "concurrency": 32}}},
+                           out_dir=str(tmp_path / "new"))
+    assert hqa_identity(faster) == fresh  # today: concurrency is no part of it

@@ -157,6 +157,19 @@ def _what_differs(found: Mapping[str, Any], ident: Identity) -> str | None:
     return f"holds a synthesis of another {' and '.join(parts) or 'identity'}"
 
 
+def identity_or_older(out_dir: str | Path, ident: Identity, older: Identity) -> Identity:
+    """`older`, the identity an older ctxbench gave the same synthesis (before the one identity rule left a generator's
+    concurrency or tensor_parallel_size out of it), where out_dir holds data written under it: that data is reused or
+    resumed, not refused. `ident` everywhere else."""
+    if older.hash == ident.hash:
+        return ident
+    try:
+        stored = (read_manifest(out_dir) or {}).get("identity")
+    except (OSError, ValueError):
+        return ident  # check_out_dir says what is wrong with it
+    return older if isinstance(stored, Mapping) and stored.get("hash") == older.hash else ident
+
+
 def check_out_dir(out_dir: str | Path, ident: Identity) -> dict[str, Any] | None:
     """The manifest in out_dir if it is ours (finished or not), None if there is none; anything else is refused."""
     found = read_manifest(out_dir)

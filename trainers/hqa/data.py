@@ -35,6 +35,7 @@ from ctxbench.trainers.data.synthesis import (
     envelope,
     files_identity,
     finish,
+    identity_or_older,
     list_shard,
     read_manifest,
     register_synthesis,
@@ -139,8 +140,16 @@ class HQADataConfig(BaseModel):
         """The config part of the synthesis identity (harness/core/identity.py): where it is written, and how calls
         are batched or run (the generator backend's execution-only arguments), left out."""
         gen = self.generator
-        return content_hash({**identity_dump(self), "generator": {**identity_dump(gen),
-                                                                  "backend_args": identity_args(gen.backend, gen.backend_args)}})
+        return self._hash(identity_args(gen.backend, gen.backend_args))
+
+    def legacy_config_hash(self) -> str:
+        """The config hash an older ctxbench gave this config (its fixed list of volatile backend arguments left out)."""
+        from ctxbench.trainers.data.generator import LEGACY_VOLATILE_BACKEND_ARGS
+
+        return self._hash({k: v for k, v in self.generator.backend_args.items() if k not in LEGACY_VOLATILE_BACKEND_ARGS})
+
+    def _hash(self, backend_args: dict[str, Any]) -> str:
+        return content_hash({**identity_dump(self), "generator": {**identity_dump(self.generator), "backend_args": backend_args}})
 
 
 def load_data_config(path: Path, **overrides: Any) -> HQADataConfig:
@@ -270,12 +279,15 @@ def _diverse_qas(docs: list[Hierarchy], gen: Generator, cfg: HQADataConfig,
 
 # --- the whole synthesis ------------------------------------------------------------------------
 def hqa_identity(cfg: HQADataConfig, *, data_dir: Path | None = None, **_: Any) -> Identity:
-    """The config (cfg.config_hash()), the documents' files and the generator's fingerprint."""
-    from ctxbench.trainers.data.generator import fingerprint
+    """The config (cfg.config_hash()), the documents' files and the generator's fingerprint; an out_dir an older
+    ctxbench wrote for the same synthesis keeps the identity it was written under."""
+    from ctxbench.trainers.data.generator import fingerprint, legacy_fingerprint
 
     src = cfg.documents
-    return Identity(cfg.config_hash(), content_hash(src.identity(src.open(data_dir or data_dir_default()))),
-                    fingerprint(cfg.generator))
+    inputs = content_hash(src.identity(src.open(data_dir or data_dir_default())))
+    ident = Identity(cfg.config_hash(), inputs, fingerprint(cfg.generator))
+    older = Identity(cfg.legacy_config_hash(), inputs, legacy_fingerprint(cfg.generator) or ident.generator)
+    return identity_or_older(cfg.out_dir, ident, older)
 
 
 def _hierarchies(cfg: HQADataConfig, tok, budget: int, data_dir: Path | None, drops: Counter) -> tuple[int, list[Hierarchy]]:

@@ -23,7 +23,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,6 +41,7 @@ from ctxbench.trainers.data.synthesis import (
     files_identity,
     finish,
     identity,
+    identity_or_older,
     list_shard,
     read_manifest,
     register_synthesis,
@@ -131,13 +132,15 @@ def logo_identity(cfg: LogoDataConfig, **_: Any) -> Identity:
     """The config (the generator by its fingerprint) and the input file's content; a missing input file, spaCy model
     or backend is refused here, before anything is written."""
     from ctxbench.harness.core import registry
-    from ctxbench.trainers.data.generator import fingerprint
+    from ctxbench.trainers.data.generator import fingerprint, legacy_fingerprint
 
     source = data_file(cfg)
     make_scorer(cfg.scorer, spacy_model=cfg.spacy_model)
     registry.get("backend", cfg.generator.backend, field="generator.backend")
     config = cfg.model_dump(mode="json", exclude={"out_dir", "data_dir", "data_file", "shard_size", "cache_dir", "generator"})
-    return identity(config, files_identity([source], source), fingerprint(cfg.generator))
+    ident = identity(config, files_identity([source], source), fingerprint(cfg.generator))
+    older = replace(ident, generator=legacy_fingerprint(cfg.generator) or ident.generator)
+    return identity_or_older(cfg.out_dir, ident, older)  # an out_dir an older ctxbench wrote keeps its identity
 
 
 @dataclass(eq=False)
