@@ -76,6 +76,10 @@ def check_counts(suite, *, repeats: int = 1, store_dir: Path = Path("runs"), cap
         return
     cap = capacity or Capacity.now(store_dir)
     most = largest_samples(lengths, 1, cap)
+    if most is not None and most < 1:
+        cells = (cap.memory // PLANNED_ROW_BYTES if cap.memory else 0) or cap.store_disk // STORED_ROW_BYTES
+        raise ConfigError(f"--lengths: {len(lengths):,} task-length cells are more than this machine can hold even at one "
+                          f"sample each ({_room(cap)}); the most that fit are about {cells:,} cells")
     if most is not None and suite.samples > most:
         raise ConfigError(f"--samples: {suite.samples:,} per task and length ({len(lengths)} task-length cells) is more "
                           f"than this machine can hold ({_room(cap)}); the largest that fits is {max(most, 0):,}")

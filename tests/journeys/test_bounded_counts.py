@@ -58,6 +58,12 @@ def test_the_largest_value_named_fits_and_one_more_does_not():
         check_counts(adhoc_suite("ruler/niah_single_1", samples=2048, lengths=[4096, 8192]), repeats=11, capacity=cap)
 
 
+def test_too_many_lengths_name_lengths():
+    cap = Capacity(memory=256 * 10, store_disk=1 << 40, cache_disk=1 << 40)
+    with pytest.raises(ConfigError, match=r"^--lengths: 11 task-length cells .* about 10 cells$"):
+        check_counts(adhoc_suite("ruler/niah_single_1", samples=1, lengths=[64 + i for i in range(11)]), capacity=cap)
+
+
 def test_cache_disk_bounds_the_samples():
     """The sample cache holds every prompt (~5 bytes a token): a small disk refuses what memory would hold."""
     cap = Capacity(memory=1 << 40, store_disk=1 << 40, cache_disk=5 * 4096 * 100)
