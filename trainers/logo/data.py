@@ -31,6 +31,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ctxbench.harness.core.errors import ConfigError, CtxbenchError
+from ctxbench.harness.core.identity import EXECUTION, identity_dump
 from ctxbench.harness.core.io import atomic_write_json
 from ctxbench.trainers.data.generator import GeneratorConfig, method_defaults
 from ctxbench.trainers.data.synthesis import (
@@ -64,8 +65,10 @@ class LogoDataConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     dataset: Literal["hotpotqa", "jsonl"] = Field("hotpotqa", description="hotpotqa (official/HF JSON) or jsonl lines "
                                                   "{question, context, answer?, id?}")
-    data_file: str | None = Field(None, description="input file; default: <data_dir>/hotpotqa/*.json")
-    data_dir: str | None = Field(None, description="where hotpotqa/ lives; default env CTXBENCH_DATA_DIR")
+    data_file: str | None = Field(None, description="input file; default: <data_dir>/hotpotqa/*.json",
+                                  json_schema_extra=EXECUTION)  # where: the identity names the file's content
+    data_dir: str | None = Field(None, description="where hotpotqa/ lives; default env CTXBENCH_DATA_DIR",
+                                 json_schema_extra=EXECUTION)
     max_samples: int | None = Field(None, ge=1, description="use at most this many input samples (the first ones)")
     chunk_tokens: int = Field(512, ge=8, description="tokens per chunk (paper 512)")
     num_chunks: int = Field(16, ge=1, description="N: chunks in the shared context C' (paper 16)")
@@ -89,10 +92,11 @@ class LogoDataConfig(BaseModel):
     generator: GeneratorConfig = Field(description="who writes the replies: the policy model itself (its model is the "
                                        "trainer's base_model; defaults here: max_new_tokens 64, template auto)")
     seed: int = Field(0, description="seed for chunk selection and positions")
-    out_dir: str = Field("runs/data/logo", description="output directory (shards, manifest, generation cache)")
+    out_dir: str = Field("runs/data/logo", description="output directory (shards, manifest, generation cache)",
+                         json_schema_extra=EXECUTION)
     cache_dir: str | None = Field(None, description="where the generator-call cache generations.jsonl lives; default "
-                                  "out_dir (give another synthesis' out_dir to reuse its replies)")
-    shard_size: int = Field(256, ge=1, description="samples per shard")
+                                  "out_dir (give another synthesis' out_dir to reuse its replies)", json_schema_extra=EXECUTION)
+    shard_size: int = Field(256, ge=1, description="samples per shard", json_schema_extra=EXECUTION)
 
     @field_validator("generator", mode="before")
     @classmethod
@@ -137,7 +141,7 @@ def logo_identity(cfg: LogoDataConfig, **_: Any) -> Identity:
     source = data_file(cfg)
     make_scorer(cfg.scorer, spacy_model=cfg.spacy_model)
     registry.get("backend", cfg.generator.backend, field="generator.backend")
-    config = cfg.model_dump(mode="json", exclude={"out_dir", "data_dir", "data_file", "shard_size", "cache_dir", "generator"})
+    config = {k: v for k, v in identity_dump(cfg).items() if k != "generator"}  # the generator: by its fingerprint
     ident = identity(config, files_identity([source], source), fingerprint(cfg.generator))
     older = replace(ident, generator=legacy_fingerprint(cfg.generator) or ident.generator)
     return identity_or_older(cfg.out_dir, ident, older)  # an out_dir an older ctxbench wrote keeps its identity
