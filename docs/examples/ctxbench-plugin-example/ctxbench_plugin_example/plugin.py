@@ -102,7 +102,7 @@ class ConstantBackend:
         from ctxbench.harness.core.models import load_tokenizer
 
         self.model, self.answer, self.batch_size = model, answer, workers
-        self.tokenizer = load_tokenizer(model)
+        self.tokenizer = load_tokenizer(model, light=True)  # counts and renders only: no transformers import
         self.context_length = 1 << 20
 
     def info(self) -> dict:
