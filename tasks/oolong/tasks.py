@@ -33,32 +33,43 @@ from ctxbench.tasks.realdata import hub_file, hub_reachable
 SYSTEM = "You are a helpful assistant."
 SYSTEM_JOIN = "\n"  # the official system message is two text parts (this line, the window); ctxbench turns are text
 HUBS = {"synth": "oolongbench/oolong-synth", "real": "oolongbench/oolong-real"}
-REVISIONS = {"synth": "main",  # TODO pin: the hub could not be reached to resolve main's commit when this was written
-             "real": "6bc9ef04866fcf005c9749b70649be69dd37fffb"}
+REVISIONS = {"synth": "f0d59eaf0febf130664cfceb710436c8e3216b2b", "real": "6bc9ef04866fcf005c9749b70649be69dd37fffb"}
 HUB_FOLDERS = {"synth": ("data/test-", ".parquet"), "real": ("dnd/test", ".jsonl")}
 MAX_NEW_TOKENS = 512
 
 
 class OolongArgs(TaskArgs):
+    """What both splits take."""
+
     data_path: str | None = Field(None, description="local copy: a directory of the split's official files (*.parquet or "
                                                      "*.jsonl, the hub's columns); default: data_dir/oolong/<split>/, else the hub")
-    revision: str | None = Field(None, description="commit of the hub dataset to download; default: the pinned one of the split")
     labels: bool = Field(False, description="show the window with its gold labels (context_window_text_with_labels), as the "
                                             "official --labels flag")
     prompt: Literal["script", "card"] = Field("script", description="script: the official eval script's system + user messages; "
                                                                     "card: the dataset card's one message, context + newline + question")
-    strip_markup: bool = Field(False, description="synth: strip the parsed answer again after removing * [ ] (the intent of the "
-                                                  "official comment); default: as the official code runs, where '**Answer:** x' misses")
     windows: int | None = Field(None, ge=1, description="score at most the first N context windows of each length bin (each "
                                                         "brings all its questions); default: every window, capped by the suite's samples")
     max_new_tokens: int = Field(MAX_NEW_TOKENS, ge=1, description="tokens the answer may take (counted in a window's size)")
 
 
+class OolongSynthArgs(OolongArgs):
+    revision: str = Field(REVISIONS["synth"], description="commit of the oolongbench/oolong-synth hub dataset to download")
+    strip_markup: bool = Field(False, description="strip the parsed answer again after removing * [ ] (the intent of the official "
+                                                  "comment); default: as the official code runs, where '**Answer:** x' misses")
+
+
+class OolongRealArgs(OolongArgs):
+    revision: str = Field(REVISIONS["real"], description="commit of the oolongbench/oolong-real hub dataset to download (dnd config)")
+
+
+ARGS = {"synth": OolongSynthArgs, "real": OolongRealArgs}
+
+
 class Oolong(Task):
-    Args = OolongArgs
+    Args = OolongArgs  # each split registers its own subclass (ARGS)
     category = "aggregation"
     summary = ("{name}: classify or read every chunk of a long context window, then count, compare or list "
-               "(Oolong); official windows binned by real token length, 25-question windows as clusters")
+               "(Oolong); official windows binned by real token length, a window's questions one cluster")
     data_source = ("oolongbench/oolong-{split} (hub, pinned revision; downloaded at run time), or data_path / "
                    "data_dir/oolong/{split}/")
     requires_data = True
@@ -77,10 +88,6 @@ class Oolong(Task):
     @property
     def max_new_tokens(self) -> int:
         return self.args.max_new_tokens
-
-    @property
-    def revision(self) -> str:
-        return self.args.revision or REVISIONS[self.split]
 
     def local_files(self, data_dir: Path | None) -> list[Path] | None:
         if self.args.data_path:
@@ -106,7 +113,7 @@ class Oolong(Task):
 
             if not hub_reachable():
                 raise OSError("offline")
-            listed = list_repo_files(HUBS[self.split], repo_type="dataset", revision=self.revision)
+            listed = list_repo_files(HUBS[self.split], repo_type="dataset", revision=self.args.revision)
         except Exception:  # noqa: BLE001 - offline or an older client: the known name, downloaded (or refused) below
             listed = []
         return sorted(f for f in listed if f.startswith(prefix) and f.endswith(suffix)) or [prefix + suffix]
@@ -116,13 +123,13 @@ class Oolong(Task):
             files = self.local_files(ctx.data_dir)
             if files is None:
                 hint = f"put the files at data_dir/oolong/{self.split}/ (from the {HUBS[self.split]} hub repo) or pass data_path"
-                files = [hub_file(HUBS[self.split], f, what=self.name, hint=hint, revision=self.revision) for f in self.hub_names()]
+                files = [hub_file(HUBS[self.split], f, what=self.name, hint=hint, revision=self.args.revision) for f in self.hub_names()]
             items = read_items(files)
             if not items.rows:
                 raise ConfigError(f"{self.name}: the data holds no items; give the official files")
             return items
 
-        return ctx.cached(("oolong", self.split, self.revision, self.args.data_path, str(ctx.data_dir)), load)
+        return ctx.cached(("oolong", self.split, self.args.revision, self.args.data_path, str(ctx.data_dir)), load)
 
     def prepare(self, ctx: GenContext) -> None:
         self.items(ctx)
@@ -183,7 +190,7 @@ class Oolong(Task):
     def grade(self, prediction: str, sample: Sample) -> Parsed:
         if self.split == "synth":
             return synth_score(prediction, sample.answers[0], sample.meta.get("answer_type") or "",
-                               strip_markup=self.args.strip_markup)
+                               strip_markup=self.args.strip_markup)  # type: ignore[attr-defined]
         return dnd_score(prediction, sample.answers[0])
 
     def score(self, prediction: str, sample: Sample) -> float:
@@ -196,10 +203,10 @@ class Oolong(Task):
 
 def _register(split: str) -> None:
     def factory(**args):
-        return Oolong(f"oolong/{split}", OolongArgs(**args), split)
+        return Oolong(f"oolong/{split}", ARGS[split](**args), split)
 
     factory.__doc__ = f"Oolong-{split}: the official {HUBS[split]} items."
-    register("task", f"oolong/{split}", args=OolongArgs)(factory)
+    register("task", f"oolong/{split}", args=ARGS[split])(factory)
 
 
 for _split in ("synth", "real"):
