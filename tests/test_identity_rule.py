@@ -181,10 +181,11 @@ def test_concurrency_and_tensor_parallel_no_longer_split_the_generator_cache():
 # --- the classification itself ------------------------------------------------------------------------------------------
 def config_models() -> list[type[BaseModel]]:
     from ctxbench.tasks.judge import JudgeArgs, QAJudgeArgs
+    from ctxbench.trainers.data.pack_config import SynthesisConfig
     from ctxbench.trainers.logo.data import LogoDataConfig
 
     trainers = [cls.config_cls for cls in registry.entries("trainer").values()]
-    return [*in_tree_args(), *trainers, GeneratorConfig, HQADataConfig, LogoDataConfig, JudgeArgs, QAJudgeArgs]
+    return [*in_tree_args(), *trainers, GeneratorConfig, HQADataConfig, LogoDataConfig, SynthesisConfig, JudgeArgs, QAJudgeArgs]
 
 
 @pytest.mark.parametrize("model", config_models(), ids=lambda m: m.__name__)

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ctxbench.harness.core.identity import EXECUTION
 from ctxbench.trainers.data.corpus import CorpusConfig
 
 
@@ -23,6 +24,7 @@ class SynthesisConfig(BaseModel):
     mix_corpus: CorpusConfig | None = Field(None, description="corpus for the standard-packing share (default: corpus)")
     tokenizer: str = Field(description="alias, HF directory or .gguf for harness.models.load_tokenizer")
     seed: int = Field(0, description="seed of every random choice; same config + seed = same shards")
-    out_dir: str = Field(description="directory for shards, side files and manifest.json")
+    out_dir: str = Field(description="directory for shards, side files and manifest.json", json_schema_extra=EXECUTION)
     shard_size: int = Field(0, ge=0, description="sequences per shard; 0 = about 16M tokens per shard")
-    cache_dir: str | None = Field(None, description="token/index cache root (default: $CTXBENCH_CACHE/corpora)")
+    cache_dir: str | None = Field(None, description="token/index cache root (default: $CTXBENCH_CACHE/corpora)",
+                                  json_schema_extra=EXECUTION)

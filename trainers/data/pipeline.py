@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.core.identity import identity_dump
 from ctxbench.harness.core.io import atomic_write
 from ctxbench.trainers.data.corpus import CorpusConfig
 from ctxbench.trainers.data.methods import get_method, parse_args
@@ -94,7 +95,7 @@ def pack_identity(config: SynthesisConfig, **_: Any) -> Identity:
 
 
 def _config_dump(config: SynthesisConfig) -> dict[str, Any]:
-    cfg = config.model_dump(mode="json", exclude={"out_dir", "cache_dir"})
+    cfg = identity_dump(config)  # where it is written and cached left out, as each field declares
     cfg["method_args"] = parse_args(config.method, config.method_args).model_dump(mode="json")
     return cfg
 
