@@ -173,6 +173,7 @@ def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None, judge_bu
     check_size(suite, batch_size=int(plan.backend_args.get("batch_size") or 1))  # lengths over the bound: named first
     check_counts(suite, repeats=plan.generation.repeats, store_dir=plan.out_dir)  # arithmetic: before anything grows
     check_zero_lengths(suite)  # from the suite alone: before a model is converted or loaded
+    check_alias_context(plan, suite)  # an alias's context is known without converting its GGUF
     model = backend if backend is not None else open_model(plan, suite.truncation)
     plan = resolve_auto(plan, model)  # a resolved `auto` (dtype) is identity: the run id hashes what will run
     gen = plan.generation
@@ -290,6 +291,23 @@ def check_zero_lengths(suite: Suite, *, only: int | None = None, task: Task | No
         if not (task if only is not None and task is not None else build_task(spec, where=f"tasks.{i}")).external:
             raise ConfigError(f"tasks.{i}: {spec.display} needs a length of at least 64 tokens; length 0 is for "
                               "short-context (lm-eval) tasks only")
+
+
+CONTEXT_ARGS = ("max_context", "rope_scaling", "max_model_len", "context_length")  # arguments that change a context
+
+
+def check_alias_context(plan: RunPlan, suite: Suite) -> None:
+    """Lengths over a shipped alias's context on hf (its config's max_position_embeddings, recorded in
+    core/models.ALIASES), refused before its GGUF is converted; the full check (thinking, truncation) follows later."""
+    from ctxbench.harness.core.models import ALIASES
+
+    alias = ALIASES.get(plan.model)
+    if alias is None or plan.backend != "hf" or suite.truncation != "refuse" or any(plan.backend_args.get(k) for k in CONTEXT_ARGS):
+        return
+    over = sorted({length for spec in suite.tasks for length in (spec.lengths or suite.lengths) if length > alias.context})
+    if over:
+        raise PromptTooLongError(f"lengths: {', '.join(map(str, over))} exceed the model's context of {alias.context} "
+                                 "tokens; drop them (--lengths) or pass --truncation middle to cut prompts in the middle")
 
 
 def reads_records(task: Task) -> bool:

@@ -64,3 +64,13 @@ def test_length_zero_is_refused_before_the_model_is_converted(user, tmp_path, mo
     _one_line_and_nothing_written(user, r)
     assert r.err.startswith("error: tasks.0: ruler/niah_single_1 needs a length of at least 64 tokens") and not r.out
     assert not (cache / "models").exists() or not any((cache / "models").iterdir())
+
+
+def test_a_length_over_an_alias_context_is_refused_before_conversion(user, tmp_path):
+    """The alias's context (8192 for smollm2-135m) is known without converting its GGUF: the refusal comes first."""
+    cache = tmp_path / "cache"
+    r = user.run("ctxbench score --model smollm2-135m --suite ruler-quick --lengths 65536",
+                 env={"CTXBENCH_CACHE": str(cache)})
+    _one_line_and_nothing_written(user, r)
+    assert "exceed the model's context of 8192 tokens" in r.err
+    assert not (cache / "models").exists() or not any((cache / "models").iterdir())
