@@ -3,12 +3,51 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("CTXBENCH_DATA_DIR", REPO / ".." / "shared" / "data")).resolve()
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], str]) -> str:
+    """build(an empty directory) run once per test run, its result (a string, e.g. a path) returned. Under pytest-xdist
+    the workers share it: the first builds under a lock, the others wait and reuse its result, so `-n 2` does not pay
+    a session fixture twice. Without xdist it is a plain session-scoped build in a fresh temporary directory."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:
+        return build(tmp_path_factory.mktemp(name))
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent / f"shared-{run}"
+    shared.mkdir(exist_ok=True)
+    result = shared / f"{name}.result"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not result.exists():
+            work = shared / name
+            work.mkdir()
+            result.write_text(build(work))
+        return result.read_text()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_model_cache():
+    """The SmolLM2 alias materialised before the first test (a no-op once the cache holds it). Under pytest -n 2 each
+    worker runs this; materialize's FileLock makes the second wait for the first's conversion, not convert again, so no
+    test is charged with a conversion racing another worker's."""
+    import importlib.util
+
+    from ctxbench.harness.core.errors import ConfigError
+    from ctxbench.harness.core.models import ALIASES, materialize, resolve
+
+    if importlib.util.find_spec(ALIASES["smollm2-135m"].module) is None:
+        return
+    try:
+        materialize(resolve("smollm2-135m"))
+    except ConfigError:
+        pass  # the hf extra is not installed: the tests that need the model say so themselves
 
 
 @pytest.fixture(scope="session")

@@ -114,13 +114,18 @@ def user(tmp_path: Path) -> User:
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory) -> Path:
     """configs/trainers/cpt-tiny.yaml trained once per test session (a few steps; 512-token context), typed as a user
-    types it from a directory outside the checkout. Journeys copy it before changing it."""
-    work = tmp_path_factory.mktemp("tiny")
-    r = User(work).run("ctxbench train cpt --config configs/trainers/cpt-tiny.yaml --max-steps 4", timeout=900)
-    assert r.code == 0, r.err[-3000:]
-    line = next(x for x in r.out.splitlines() if x.startswith("checkpoint: "))
-    path = Path(line.removeprefix("checkpoint: ").strip())
-    path = path if path.is_absolute() else work / path
+    types it from a directory outside the checkout; once per test run, also under pytest -n. Journeys copy it before
+    changing it."""
+    from tests.conftest import built_once
+
+    def train(work: Path) -> str:
+        r = User(work).run("ctxbench train cpt --config configs/trainers/cpt-tiny.yaml --max-steps 4", timeout=900)
+        assert r.code == 0, r.err[-3000:]
+        line = next(x for x in r.out.splitlines() if x.startswith("checkpoint: "))
+        path = Path(line.removeprefix("checkpoint: ").strip())
+        return str(path if path.is_absolute() else work / path)
+
+    path = Path(built_once(tmp_path_factory, "tiny", train))  # once per run, shared by pytest -n workers
     assert (path / "config.json").is_file()
     return path
 
