@@ -37,6 +37,7 @@ from rich.console import Console
 
 from ctxbench.harness.core import datasets
 from ctxbench.harness.core.config import Suite
+from ctxbench.harness.core.identity import backend_execution_args
 from ctxbench.harness.core.metrics import is_empty
 from ctxbench.harness.core.progress import progress
 from ctxbench.harness.core.provenance import plugins_used, versions
@@ -46,7 +47,6 @@ from ctxbench.harness.core.rows import Row
 from ctxbench.harness.core.signals import Interrupted
 from ctxbench.harness.core.store import RunStore, error_reason
 from ctxbench.harness.core.types import (
-    EXECUTION_ARGS,
     Generation,
     Prediction,
     Request,
@@ -239,9 +239,10 @@ def _plugins(plan: RunPlan, cells) -> list[dict[str, str]]:
 def execution(plan: RunPlan, info: dict[str, Any], secrets: list[str]) -> dict[str, Any]:
     """This session's speed settings: the execution arguments given and the backend's resolved ones; a note where
     batch composition can change greedy outputs (bf16/fp16 on a GPU in batches, or a batching engine)."""
+    speed = backend_execution_args(plan.backend)  # as the backend's Args declare them (core/identity.py)
     settings = {**plan.execution_args(),  # as given, then as the backend resolved them (batch_size 0 -> 16)
                 **(plan.until.settings() if plan.until is not None else {}),  # a sequential run's rule (--until)
-                **{k: v for k, v in info.items() if k in EXECUTION_ARGS or k in ("batching", "dtype")}}
+                **{k: v for k, v in info.items() if k in speed or k in ("batching", "dtype")}}
     batch = int(settings.get("batch_size") or 1)
     on_gpu = str(info.get("device", "")).startswith("cuda") and str(info.get("dtype", "")) in ("bfloat16", "float16")
     if (on_gpu and batch > 1) or plan.backend == "vllm":
