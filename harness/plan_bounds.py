@@ -4,7 +4,9 @@ what this machine can hold, before a single sample index, id or prompt is built.
 A typo (`--samples 1000000000`, `--repeats 1000000000`) used to build a list of a billion sample ids, growing at
 ~100 MB/s until the machine ran out of memory. Here the counts are multiplied, never materialised: every planned row
 costs memory (its index, its id, its place in the done set), a line in samples.jsonl, and every sample a cached
-prompt on disk; the largest count that fits all three is named in a one-line refusal. Fixed-item tasks hold fewer
+prompt on disk; the largest count that fits all three is named in a one-line refusal. Memory is what is available
+now; a disk counts whole (its size, not its free space), so a rerun whose cache and rows are already written is
+never refused for a full disk: the bound catches typos, and a full disk during a run is one line of its own. Fixed-item tasks hold fewer
 samples than the suite asks for, never more, so the suite's count is an upper bound.
 """
 
@@ -26,7 +28,8 @@ MEMORY_SHARE = 0.5  # the plan's bookkeeping may take at most this share of the 
 
 @dataclass(frozen=True)
 class Capacity:
-    """What this machine can give a run now: bytes of memory, of disk under the store and under the sample cache."""
+    """What this machine can give a run: bytes of memory available now, the size of the disks under the store and
+    under the sample cache."""
 
     memory: int
     store_disk: int
@@ -35,15 +38,15 @@ class Capacity:
     @classmethod
     def now(cls, store_dir: Path) -> Capacity:
         cache = Path(os.environ.get("CTXBENCH_CACHE", Path.home() / ".cache" / "ctxbench"))
-        return cls(int(available_memory() * MEMORY_SHARE), free_disk(store_dir), free_disk(cache))
+        return cls(int(available_memory() * MEMORY_SHARE), disk_size(store_dir), disk_size(cache))
 
 
-def free_disk(path: Path) -> int:
-    """Free bytes on the file system that `path` (or its nearest existing parent) is on; 0 where unknown."""
+def disk_size(path: Path) -> int:
+    """Bytes of the file system that `path` (or its nearest existing parent) is on; 0 where unknown."""
     for p in (Path(path).absolute(), *Path(path).absolute().parents):
         if p.exists():
             try:
-                return shutil.disk_usage(p).free
+                return shutil.disk_usage(p).total
             except OSError:
                 return 0
     return 0
@@ -103,5 +106,5 @@ def check_generate(samples: int, length: int, capacity: Capacity | None = None) 
 def _room(cap: Capacity) -> str:
     from ctxbench.harness.plan_size import _bytes
 
-    return (f"~{_bytes(cap.memory)} of memory for the plan, {_bytes(cap.store_disk)} free under the store, "
-            f"{_bytes(cap.cache_disk)} for the sample cache")
+    return (f"~{_bytes(cap.memory)} of memory for the plan, a {_bytes(cap.store_disk)} disk under the store, "
+            f"a {_bytes(cap.cache_disk)} disk under the sample cache")
