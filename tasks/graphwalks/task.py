@@ -29,6 +29,7 @@ from ctxbench.tasks.realdata import hub_file
 
 MAX_NEW_TOKENS = 1024
 PROBLEM_TYPES = ("bfs", "parents")
+OPERATIONS = {"bfs": "the nodes at exactly depth N of a BFS from a node", "parents": "the parents of a node"}
 
 
 class GraphwalksArgs(TaskArgs):
@@ -50,9 +51,8 @@ class Graphwalks(Task):
     Args = GraphwalksArgs
     category = "graph reasoning"
     metric = "graphwalks/f1"
-    summary = ("{name}: return the node set of one operation (BFS at exactly depth N, or a node's parents) on a directed "
-               "graph given as an edge list (OpenAI GraphWalks), items binned by their real token length; set F1 "
-               "on the last line ({grader} grader)")
+    summary = ("{name}: return {operation} in a directed graph given as an edge list (OpenAI GraphWalks), items "
+               "binned by their real token length; set F1 on the last line ({grader} grader)")
     data_source = f"{HUB} (hub, MIT, pinned revision; downloaded at run time), or data_path / data_dir/graphwalks/"
     requires_data = True
 
@@ -63,6 +63,9 @@ class Graphwalks(Task):
     @property
     def max_new_tokens(self) -> int:
         return self.args.max_new_tokens
+
+    def describe(self) -> str:
+        return self.summary.format(name=self.name, operation=OPERATIONS[self.problem_type], **self.args_json())
 
     def samples_per_length(self, ctx: GenContext | None = None) -> int | None:
         return self.args.limit
