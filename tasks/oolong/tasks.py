@@ -198,7 +198,7 @@ class Oolong(Task):
 
     def score_row(self, prediction: str, sample: Sample) -> tuple[float | None, dict[str, Any], str | None]:
         graded = self.grade(prediction, sample)
-        return graded.score, {"attempted_parse": graded.attempted_parse, "parse_confidence": graded.parse_confidence}, None
+        return graded.score, {"parse": {"answer": graded.attempted_parse, "confidence": graded.parse_confidence}}, None
 
 
 def _register(split: str) -> None:

@@ -26,7 +26,7 @@ def test_oolong_quick_scores_end_to_end(ctxbench, tmp_path, monkeypatch):
     rows = [json.loads(line) for line in next((tmp_path / "runs").rglob("samples.jsonl")).read_text().splitlines()]
     assert len(rows) == 21 and all(r["score"] is not None for r in rows)
     assert {r["cluster"] for r in rows if r["task"] == "oolong/synth"} == {"oolong/synth:101", "oolong/synth:102", "oolong/synth:103"}
-    assert all("parse_confidence" in r and "attempted_parse" in r for r in rows)
+    assert all(set(r["parse"]) == {"answer", "confidence"} for r in rows)  # the official parser's reading, per row
     assert all(r["prompt_tokens"] + r["max_new_tokens"] <= r["length"] for r in rows)
 
 

@@ -75,7 +75,7 @@ def test_score_row_carries_the_parse(ctx):
     s = next(s for s in bin_samples(t, 1024, ctx) if s.meta["answer_type"] == "ANSWER_TYPE.NUMERIC")
     gold = json.loads(s.answers[0])[0]
     score, extra, error = t.score_row(f"Answer: {gold + 2}", s)
-    assert (score, error) == (0.5625, None) and extra == {"attempted_parse": str(gold + 2), "parse_confidence": "vhigh"}
+    assert (score, error) == (0.5625, None) and extra == {"parse": {"answer": str(gold + 2), "confidence": "vhigh"}}
     r = task("real")
     s = r.generate(length=1024, index=0, seed=0, ctx=ctx)
     assert r.score("\\boxed{" + s.answers[0] + "}", s) == 1.0
