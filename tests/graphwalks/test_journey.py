@@ -19,8 +19,8 @@ def test_quick_suite_end_to_end(ctxbench, tmp_path, monkeypatch):
     assert "graphwalks/bfs" in out and "graphwalks/parents" in out and "8K" in out
     record = json.loads(next(store.rglob("record.json")).read_text())
     # under the chat template the fixture's items take 3068-11872 (bfs) and 2632-12126 (parents) tokens with the answer
-    assert record["plan"]["graphwalks/bfs"] == {"4096": 1, "8192": 2}
-    assert record["plan"]["graphwalks/parents"] == {"4096": 2, "8192": 2}
+    assert record["plan"]["graphwalks/bfs"] == {"2048": 0, "4096": 1, "8192": 2}
+    assert record["plan"]["graphwalks/parents"] == {"2048": 0, "4096": 2, "8192": 2}
     rows = [json.loads(line) for f in store.rglob("samples.jsonl") for line in f.read_text().splitlines()]
     assert len(rows) == 7 and {r["task"] for r in rows} == {"graphwalks/bfs", "graphwalks/parents"}
     # echo answers with the prompt's end, the format line "Final Answer: [node1, node2, node3]": no gold node, so 0
