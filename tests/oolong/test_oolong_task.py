@@ -109,3 +109,36 @@ def test_bad_data_is_one_line_naming_data_path(ctx, tmp_path):
         task("synth", data_path=str(tmp_path)).prepare(ctx)
     with pytest.raises(ConfigError, match="sample 5 is out of range; the bin of length 1024"):
         task("synth").generate(length=1024, index=5, seed=0, ctx=ctx)
+
+
+@pytest.mark.parametrize("split,repo,revision,name", [
+    ("synth", "oolongbench/oolong-synth", "f0d59eaf0febf130664cfceb710436c8e3216b2b", "data/test-00000-of-00001.parquet"),
+    ("real", "oolongbench/oolong-real", "6bc9ef04866fcf005c9749b70649be69dd37fffb", "dnd/test.jsonl"),
+])
+def test_without_a_local_copy_the_pinned_hub_files_are_read(split, repo, revision, name, smol_tokenizer, tmp_path, monkeypatch):
+    import ctxbench.tasks.oolong.tasks as oolong
+
+    monkeypatch.delenv("CTXBENCH_DATA_DIR", raising=False)
+    asked = []
+    monkeypatch.setattr(oolong.Oolong, "hub_names", lambda self: [name])
+    monkeypatch.setattr(oolong, "hub_file", lambda repo_, f, **kw: asked.append((repo_, f, kw["revision"]))
+                        or next((FIXTURE / "oolong" / split).glob("*.jsonl")))
+    ctx = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer), data_dir=tmp_path)
+    assert task(split).samples_at(1024, ctx) > 0
+    assert asked == [(repo, name, revision)]
+    assert task(split).args_json()["revision"] == revision  # recorded with the run's task arguments
+
+
+def test_offline_without_a_copy_is_one_line_naming_where_to_put_it(smol_tokenizer, tmp_path, monkeypatch):
+    import ctxbench.tasks.oolong.tasks as oolong
+    import ctxbench.tasks.realdata as realdata
+    from ctxbench.harness.core.errors import OfflineError
+
+    monkeypatch.delenv("CTXBENCH_DATA_DIR", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    for module in (realdata, oolong):  # no connection is tried
+        monkeypatch.setattr(module, "hub_reachable", lambda timeout=3.0: False)
+    ctx = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer), data_dir=tmp_path)
+    with pytest.raises(OfflineError, match="data_dir/oolong/synth/") as e:
+        task("synth").prepare(ctx)
+    assert "\n" not in str(e.value)
