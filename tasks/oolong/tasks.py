@@ -34,7 +34,7 @@ SYSTEM = "You are a helpful assistant."
 SYSTEM_JOIN = "\n"  # the official system message is two text parts (this line, the window); ctxbench turns are text
 HUBS = {"synth": "oolongbench/oolong-synth", "real": "oolongbench/oolong-real"}
 REVISIONS = {"synth": "f0d59eaf0febf130664cfceb710436c8e3216b2b", "real": "6bc9ef04866fcf005c9749b70649be69dd37fffb"}
-HUB_FOLDERS = {"synth": ("data/test-", ".parquet"), "real": ("dnd/test", ".jsonl")}
+HUB_FILES = {"synth": ("data/test-", "data/test-00000-of-00001.parquet"), "real": ("dnd/test", "dnd/test.jsonl")}  # (prefix, fallback)
 MAX_NEW_TOKENS = 512
 
 
@@ -107,7 +107,7 @@ class Oolong(Task):
         return self.local_files(ctx.data_dir) or []
 
     def hub_names(self) -> list[str]:
-        prefix, suffix = HUB_FOLDERS[self.split]
+        prefix, fallback = HUB_FILES[self.split]
         try:
             from huggingface_hub import list_repo_files
 
@@ -116,7 +116,7 @@ class Oolong(Task):
             listed = list_repo_files(HUBS[self.split], repo_type="dataset", revision=self.args.revision)
         except Exception:  # noqa: BLE001 - offline or an older client: the known name, downloaded (or refused) below
             listed = []
-        return sorted(f for f in listed if f.startswith(prefix) and f.endswith(suffix)) or [prefix + suffix]
+        return sorted(f for f in listed if f.startswith(prefix) and f.endswith((".parquet", ".jsonl"))) or [fallback]
 
     def items(self, ctx: GenContext) -> OolongItems:
         def load() -> OolongItems:

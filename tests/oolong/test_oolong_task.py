@@ -142,3 +142,17 @@ def test_offline_without_a_copy_is_one_line_naming_where_to_put_it(smol_tokenize
     with pytest.raises(OfflineError, match="data_dir/oolong/synth/") as e:
         task("synth").prepare(ctx)
     assert "\n" not in str(e.value)
+
+
+def test_hub_listing_keeps_the_test_split_files(monkeypatch):
+    import huggingface_hub
+
+    import ctxbench.tasks.oolong.tasks as oolong
+
+    listed = {"oolongbench/oolong-synth": ["README.md", "data/validation-00000-of-00003.parquet", "data/test-00001-of-00002.parquet",
+                                           "data/test-00000-of-00002.parquet"],
+              "oolongbench/oolong-real": ["README.md", "toy_dnd/test.jsonl", "dnd/validation.jsonl", "dnd/test.jsonl"]}
+    monkeypatch.setattr(oolong, "hub_reachable", lambda timeout=3.0: True)
+    monkeypatch.setattr(huggingface_hub, "list_repo_files", lambda repo, repo_type, revision: listed[repo])
+    assert task("synth").hub_names() == ["data/test-00000-of-00002.parquet", "data/test-00001-of-00002.parquet"]
+    assert task("real").hub_names() == ["dnd/test.jsonl"]
