@@ -156,3 +156,13 @@ def test_hub_listing_keeps_the_test_split_files(monkeypatch):
     monkeypatch.setattr(huggingface_hub, "list_repo_files", lambda repo, repo_type, revision: listed[repo])
     assert task("synth").hub_names() == ["data/test-00000-of-00002.parquet", "data/test-00001-of-00002.parquet"]
     assert task("real").hub_names() == ["dnd/test.jsonl"]
+
+
+@pytest.mark.parametrize("name", ["oolong", "oolong-quick"])
+def test_suites_load_and_build(name):
+    from ctxbench.harness.core.config import load_suite
+    from ctxbench.harness.planning import build_task
+
+    suite = load_suite(name)
+    assert [build_task(spec).name for spec in suite.tasks] == ["oolong/synth", "oolong/real"]
+    assert max(suite.lengths) == (1048576 if name == "oolong" else 4096)
