@@ -57,3 +57,12 @@ def test_two_cjk_labels_reach_the_board_and_escape_codes_are_shown_as_text(user)
         assert "模型甲" in text and "模型乙" in text, name
         assert "\x1b" not in text and "\x07" not in text, name
         assert "pwned" in text and "x1b" in text, name  # shown as text (leaderboard.md escapes it for markdown too)
+
+
+def test_an_imported_table_cannot_carry_escape_codes_onto_the_board(tmp_path):
+    from ctxbench.leaderboard.store_frame import REPORTED_DIR, reported_frame
+
+    (tmp_path / REPORTED_DIR).mkdir()
+    (tmp_path / REPORTED_DIR / "paper.csv").write_text("model,task,length,score\n\"evil\x1b[2Jmodel\",avg,4096,50\n")
+    frame = reported_frame(tmp_path)
+    assert list(frame["model"]) == ["evil\\x1b[2Jmodel"]
