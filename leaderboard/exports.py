@@ -3,7 +3,9 @@
 - The provenance header: suites, samples per cell, seeds, dates, the ctxbench version and commit of every run and
   of the board itself, run ids and model fingerprints.
 - `results.csv`: one row per (model, task, length) cell and one `avg` row per (model, length), each with n,
-  planned, errored and a status; importable again with `ctxbench board import` (extra columns are ignored).
+  planned, errored and a status; importable again with `ctxbench board import` (extra columns are ignored). The
+  `avg` rows end with each AUC@L of the board: `auc_128k`, `auc_128k_lo`, `auc_128k_hi` (percent) and
+  `auc_128k_note` (why it is missing or has no interval).
 - RULER's `summary.csv`, one per model and length, at `summary/<model>/<length>/summary.csv`: RULER's
   scripts/eval/evaluate.py writes one per prediction directory (`<model>/<benchmark>/<length>/pred/`), as a
   pandas frame of three rows (Tasks, Score, Nulls) under a numeric header; we keep those rows and that header
@@ -22,6 +24,7 @@ import pandas as pd
 from ctxbench.harness.core.io import atomic_dir, atomic_write, slug
 from ctxbench.harness.core.provenance import git_commit, version
 
+from .auc import auc_columns, auc_value_columns
 from .frame import AVG_TASK
 from .render import Section, Table
 
@@ -120,7 +123,7 @@ def results_csv(tasks: pd.DataFrame | None, avgs: pd.DataFrame | None, summary: 
         per_model = summary.drop(columns=[c for c in summary.columns if c in avgs.columns and c != "model"])
         rows = avgs.merge(per_model, on="model", how="left")
         rows = rows.assign(task=AVG_TASK, interval=rows["method"])
-        for col in ("avg", "wavg_inc", "wavg_dec"):
+        for col in ("avg", "wavg_inc", "wavg_dec", *auc_value_columns(summary)):
             rows[col] = rows[col] * 100
         parts.append(_percent(rows))
     if short is not None and not short.empty:
@@ -128,10 +131,12 @@ def results_csv(tasks: pd.DataFrame | None, avgs: pd.DataFrame | None, summary: 
     if not parts:
         return ",".join(CSV_COLUMNS) + "\n"
     out = pd.concat(parts, ignore_index=True)
-    for col in CSV_COLUMNS:
+    columns = CSV_COLUMNS + ([] if summary is None else [f"{c}{s}" for c in auc_columns(summary)
+                                                         for s in ("", "_lo", "_hi", "_note")])
+    for col in columns:
         if col not in out:
             out[col] = pd.NA
-    out = out[CSV_COLUMNS]
+    out = out[columns]
     for col in out.columns:
         if not pd.api.types.is_numeric_dtype(out[col]):
             out[col] = out[col].map(spreadsheet_safe)

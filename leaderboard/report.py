@@ -26,6 +26,7 @@ from .aggregate import (
     position_curve,
     task_length_table,
 )
+from .auc import auc_preamble, auc_value_columns, with_auc
 from .exports import provenance_section, results_csv, training_section, write_ruler_summaries
 from .frame import AVG_TASK, format_length, model_meta, normalise
 from .publish import publish_board
@@ -234,6 +235,8 @@ def build_report(
     seed: int = 0,
     ci: float = 0.95,
     relative: float | None = None,
+    auc: Sequence[int] = (),
+    auc_scale: str = "tokens",
 ) -> Report:
     """Aggregate a long score frame and write ``leaderboard.md``, ``index.html``, ``results.csv``,
     ``results.json`` and RULER's ``summary/<model>/<length>/summary.csv`` into ``out_dir``.
@@ -245,7 +248,8 @@ def build_report(
     ``comparisons`` lists (model A, model B) pairs for exact paired tests; ``examples`` are dicts with
     model/task/length/index/score/prediction/reference keys shown (escaped) in a collapsed section. ``relative``
     (a percentage) adds NoLiMa's relative effective length beside the absolute one (see
-    :func:`leaderboard.ranking.relative_effective_length`).
+    :func:`leaderboard.ranking.relative_effective_length`). ``auc`` adds AUC@L columns for those lengths beside the
+    default ones, over ``auc_scale`` ("tokens" as Context Arena, or "log2"; see :mod:`leaderboard.auc`).
     """
     out = Path(out_dir)  # created only in _write, once every number is computed and every input checked
     head, provenance = provenance_section(runs)
@@ -256,10 +260,11 @@ def build_report(
         sections = [s for s in (provenance, short_section) if s is not None]
         return _short_only_report(out, title, head, sections, {**base, "short_context": short_records}, df)
     settings = {"threshold_spec": threshold if isinstance(threshold, str) else None, "effective_length_rule": rule,
-                "relative_effective_percent": relative, "ci": ci, "n_boot": n_boot, "seed": seed}
+                "relative_effective_percent": relative, "ci": ci, "n_boot": n_boot, "seed": seed, "auc_scale": auc_scale}
     tasks = task_length_table(df[df["task"] != AVG_TASK], long_cells, n_boot=n_boot, seed=seed, ci=ci)
     avgs = length_averages(df, long_cells, n_boot=n_boot, seed=seed, ci=ci)
     thr, summary = _model_summary(df, avgs, threshold=threshold, rule=rule, relative=relative)
+    summary = with_auc(summary, df, avgs, asked=auc, scale=auc_scale, level=ci)  # AUC@L beside effective length
     cats = category_table(df)
     compared = [_compared(df, a, b, seed=seed) for a, b in comparisons]
     tasks_shown = tasks[tasks["source"] == "measured"]
@@ -267,6 +272,7 @@ def build_report(
         df, avgs=avgs, summary=summary, cats=cats, tasks=tasks_shown if len(tasks_shown) else None, compared=compared,
         examples=examples, threshold=threshold, thr=thr, rule=rule, n_boot=n_boot, seed=seed, ci=ci, relative=relative,
     )
+    preamble = (*preamble, *auc_preamble(summary, auc_scale))
     if short_section is not None:
         sections.insert(1, short_section)
     sections += [s for s in (_reasoning_section(cells), training_section(runs), provenance) if s is not None]
@@ -331,7 +337,7 @@ def _reasoning_section(cells: pd.DataFrame | None) -> Section | None:
 def _results_records(summary, avgs, tasks, cats, compared) -> dict[str, list]:
     """results.json's numbers, on the percent scale: per model, per length, per task, per category, comparisons."""
     return {
-        "models": _percent_records(summary, ["avg", "wavg_inc", "wavg_dec"]),
+        "models": _percent_records(summary, ["avg", "wavg_inc", "wavg_dec", *auc_value_columns(summary)]),
         "lengths": _percent_records(avgs, ["mean", "lo", "hi"]),
         "tasks": _percent_records(tasks, ["mean", "lo", "hi"]),
         "categories": [] if cats.empty else _percent_records(cats.reset_index().rename(columns=str), [str(c) for c in cats.columns]),

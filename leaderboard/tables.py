@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import pandas as pd
 
 from .aggregate import SEQUENTIAL, PairedComparison
+from .auc import auc_columns, auc_header
 from .frame import format_length
 from .ranking import NO_THRESHOLD, comparison_groups
 from .render import Table
@@ -184,8 +185,10 @@ def main_table(avgs: pd.DataFrame, summary: pd.DataFrame, *, caption: str = "") 
     lengths = sorted(int(x) for x in avgs["length"].unique())
     cells = avgs.set_index(["model", "length"])
     relative = "relative_effective_length" in summary.columns  # board build --relative-effective X
+    aucs = auc_columns(summary)  # AUC@L beside effective length (leaderboard/auc.py)
     headers = ("Model", "Claimed", "Effective", "Effective (CI lower)", *(("Effective (relative)",) if relative else ()),
-               *(format_length(x) for x in lengths), "Avg", "wAvg (inc)", "wAvg (dec)", "Tasks")
+               *(auc_header(c) for c in aucs), *(format_length(x) for x in lengths), "Avg", "wAvg (inc)", "wAvg (dec)",
+               "Tasks")
     rows = []
     for r in summary.itertuples(index=False):
         reported = r.source == "reported"
@@ -204,6 +207,7 @@ def main_table(avgs: pd.DataFrame, summary: pd.DataFrame, *, caption: str = "") 
                            withheld=withheld),
             lower,
             *((_relative_text(r),) if relative else ()),
+            *(auc_text(r, c) for c in aucs),
             *scores,
             _ranked(r.avg, r.rank_avg, withheld) + prefix,
             _ranked(r.wavg_inc, r.rank_inc, withheld) + prefix,
@@ -211,6 +215,16 @@ def main_table(avgs: pd.DataFrame, summary: pd.DataFrame, *, caption: str = "") 
             tasks_text(r),
         ))
     return Table(headers=headers, rows=tuple(rows), caption=caption)
+
+
+def auc_text(r, stem: str) -> str:
+    """An AUC@L cell: `88.5 [86.1, 90.7]`, or `— (needs scores up to 1M)`, or the value and why it has no interval."""
+    value, note = getattr(r, stem), getattr(r, f"{stem}_note")
+    note = str(note) if isinstance(note, str) else ""
+    if value is None or pd.isna(value):
+        return f"{DASH} ({note})" if note else DASH
+    text = with_ci(value, getattr(r, f"{stem}_lo"), getattr(r, f"{stem}_hi"))
+    return f"{text} ({note.split(':')[0]})" if note and note != "reported" else text
 
 
 def _prefix_mark(avgs: pd.DataFrame, model: str) -> str:

@@ -24,6 +24,12 @@ def board_build(
     relative_effective: Optional[float] = typer.Option(
         None, "--relative-effective", help="also show NoLiMa's relative effective length: the longest length scoring at "
         "least this % of the model's own score at its shortest length (NoLiMa: 85)"),
+    auc: Optional[str] = typer.Option(
+        None, "--auc", help="AUC@L columns to add, e.g. 128K,1M: the area under the score-by-length curve up to L "
+        "(default: the largest of 128K and 1M that the board's lengths reach)"),
+    auc_scale: str = typer.Option(
+        "tokens", "--auc-scale", help="what the AUC integrates over: tokens (as Context Arena) or log2 (every "
+        "doubling of the length weighs the same)"),
 ):
     """Build the leaderboard report from runs (and imported published results)."""
     import pandas as pd
@@ -33,6 +39,7 @@ def board_build(
 
     if relative_effective is not None and not 0 < relative_effective <= 100:
         raise ConfigError(f"--relative-effective: {relative_effective:g} is not a percentage in (0, 100]; NoLiMa uses 85")
+    auc_lengths = _auc_lengths(auc, auc_scale)
     writable_dir(out_dir, "--out")
     pairs = []
     for c in compare:
@@ -59,10 +66,23 @@ def board_build(
         err.print(f"note: {note}", highlight=False, markup=False)
     # what the user can fix (--threshold, --compare) is a ConfigError from here; any other exception is a bug
     report = build_report(df, out_dir=out_dir, cells=frames.cells, runs=frames.runs, notes=notes, threshold=thr,
-                          title=title, comparisons=pairs, examples=examples(frames.scores), relative=relative_effective)
+                          title=title, comparisons=pairs, examples=examples(frames.scores), relative=relative_effective,
+                          auc=auc_lengths, auc_scale=auc_scale)
     out.print(f"wrote {report.markdown}, {report.html}, {report.csv}, {report.json} and "
               f"{out_dir / 'summary'}/<model>/<length>/summary.csv", highlight=False, markup=False, soft_wrap=True)
     out.print(f"open {report.html} in a browser to see the board", highlight=False, markup=False, soft_wrap=True)
+
+
+def _auc_lengths(auc: str | None, scale: str) -> tuple[int, ...]:
+    """--auc and --auc-scale checked before anything is read or written."""
+    from ctxbench.leaderboard.auc import SCALES, parse_auc
+
+    if scale not in SCALES:
+        raise ConfigError(f"--auc-scale: {scale!r} is not one of {', '.join(SCALES)}; tokens is Context Arena's AUC")
+    try:
+        return parse_auc(auc) if auc is not None else ()
+    except ValueError as e:
+        raise ConfigError(f"--auc: {e}") from None
 
 
 @board_app.command("import")
