@@ -9,6 +9,7 @@ needles go in at random line positions (distinct, inserted from the last), and t
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 from pydantic import Field
@@ -24,22 +25,29 @@ class NiahArgs(Ruler2Args):
     num_digits: int = Field(10, ge=1, le=30, description="digits of each value")
 
 
-def key_words() -> list[str]:
-    """prepare_niah.py's words: every adjective-noun pair, deduplicated and sorted."""
+@lru_cache(maxsize=1)
+def key_parts() -> tuple[list[str], list[str]]:
+    """The adjectives and nouns of prepare_niah.py's words (every adjective-noun pair, a uniform choice among them)."""
     lists = wonderwords_lists()
-    return sorted({f"{a}-{n}" for a in lists["adjective"] for n in lists["noun"]})
+    return sorted(set(lists["adjective"])), sorted(set(lists["noun"]))
+
+
+def random_key(rng) -> str:
+    """A uniform adjective-noun pair: the official random.choice over all pairs, without listing the millions of them."""
+    adjectives, nouns = key_parts()
+    return f"{rng.choice(adjectives)}-{rng.choice(nouns)}"
 
 
 def number(rng, digits: int) -> str:
     return str(rng.randint(10 ** (digits - 1), 10**digits - 1))
 
 
-def distractor_lines(rng, n: int, words: list[str], num_values: int, digits: int) -> list[str]:
+def distractor_lines(rng, n: int, num_values: int, digits: int) -> list[str]:
     """prepare_niah.py's needle haystack of n lines (keys in groups of num_values when num_values > 1)."""
     if num_values == 1:
-        return [NIAH_LINE.format(type_v="numbers", key=rng.choice(words), value=number(rng, digits)) for _ in range(n)]
+        return [NIAH_LINE.format(type_v="numbers", key=random_key(rng), value=number(rng, digits)) for _ in range(n)]
     values = [number(rng, digits) for _ in range(n)]
-    keys = ([rng.choice(words) for _ in range(math.ceil(n / num_values))] * num_values)[:n]
+    keys = ([random_key(rng) for _ in range(math.ceil(n / num_values))] * num_values)[:n]
     lines = [NIAH_LINE.format(type_v="numbers", key=k, value=v) for k, v in zip(keys, values)]
     rng.shuffle(lines)
     return lines
@@ -61,9 +69,8 @@ class Ruler2Niah(Ruler2Task):
 
     def generate(self, *, length: int, index: int, seed: int, ctx: GenContext):
         a = self.args
-        words = ctx.cached(("ruler2-words",), key_words)
         rng, _ = self.rngs(length, index, seed)  # every sample draws its own needles and haystack: independent, no cluster
-        key = rng.choice(words)
+        key = random_key(rng)
         values = [number(rng, a.num_digits) for _ in range(a.num_values)]
         needles = [NIAH_LINE.format(type_v="numbers", key=key, value=v) for v in values]
         rng.shuffle(needles)
@@ -72,11 +79,11 @@ class Ruler2Niah(Ruler2Task):
 
         def build(n: int):
             r = unit_rng(layout_seed, n)
-            lines = insert_needles(r, distractor_lines(r, n, words, a.num_values, a.num_digits), needles)
+            lines = insert_needles(r, distractor_lines(r, n, a.num_values, a.num_digits), needles)
             return self.render(ctx, niah_text(lines, key, single=single)), []
 
         budget = length - a.tokens_to_generate
-        probe = distractor_lines(unit_rng(layout_seed, -1), 64, words, a.num_values, a.num_digits)
+        probe = distractor_lines(unit_rng(layout_seed, -1), 64, a.num_values, a.num_digits)
         per_line = float(ctx.piece_counts(["\n" + x for x in probe]).mean())
         units = int(budget / max(per_line * 0.5, 1.0)) + 8
         cum = np.arange(units + 1, dtype=float) * per_line
