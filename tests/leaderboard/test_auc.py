@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import sys
 from pathlib import Path
@@ -94,6 +95,14 @@ def test_auc_is_over_the_common_task_set_only():
     assert got["auc_128k_lo"].iat[0] == pytest.approx(plain["auc_128k_lo"].iat[0])
 
 
+def test_a_reported_table_gets_its_auc_without_an_interval():
+    df = pd.DataFrame([dict(model="paper", task="avg", length=L, score=v, source="reported")
+                       for L, v in zip((4 * K, 32 * K, 128 * K), (0.9, 0.8, 0.7))])
+    got = auc_summary(df, length_averages(df, n_boot=20), [128 * K], scale="log2").iloc[0]
+    assert got["auc_128k"] == pytest.approx((3 * 0.85 + 2 * 0.75) / 5)  # log2: 12 -> 15 -> 17
+    assert math.isnan(got["auc_128k_lo"]) and got["auc_128k_note"] == "reported"
+
+
 def test_auc_is_withheld_while_a_cell_is_incomplete():
     df = _frame({"m": 0.9})
     cells = df.groupby(["model", "task", "length"]).size().rename("done").reset_index()
@@ -101,6 +110,16 @@ def test_auc_is_withheld_while_a_cell_is_incomplete():
     avgs = length_averages(df, cells, n_boot=50)
     got = auc_summary(df, avgs, [128 * K])
     assert math.isnan(got["auc_128k"].iat[0]) and got["auc_128k_note"].iat[0] == "incomplete"
+
+
+def test_a_sequential_stop_inside_the_range_leaves_the_auc_without_an_interval():
+    """A length a sequential run stopped has a data-dependent n: no fixed-n interval may cover the AUC over it."""
+    df = _frame({"m": 0.9})
+    avgs = length_averages(df, n_boot=50)
+    avgs.loc[avgs["length"] == 32 * K, "stopped"] = 5
+    got = auc_summary(df, avgs, [128 * K]).iloc[0]
+    assert got["auc_128k"] > 0 and math.isnan(got["auc_128k_lo"])
+    assert got["auc_128k_note"] == "sequential: no fixed-n interval"
 
 
 def test_interval_holds_the_point_and_widens_with_fewer_samples():
@@ -155,6 +174,9 @@ def test_the_board_shows_auc_beside_effective_and_results_csv_has_it(tmp_path):
     assert s["auc_128k"] == "" and s["auc_128k_note"] == "needs scores up to 128K" and s["auc_16k"] != ""
     html = report.html.read_text()
     assert "AUC@128K" in html
+    models = {m["model"]: m for m in json.loads(report.json.read_text())["models"]}
+    assert models["good"]["auc_128k"] == pytest.approx(float(g["auc_128k"]), abs=1e-4)  # percent there too
+    assert models["short"]["auc_128k"] is None and models["short"]["auc_128k_note"] == "needs scores up to 128K"
 
 
 @pytest.mark.slow
