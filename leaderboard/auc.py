@@ -180,12 +180,13 @@ def _crossed_variance(parts: list[np.ndarray], a: np.ndarray, clusters: Sequence
 def auc_summary(df: pd.DataFrame, avgs: pd.DataFrame, uptos: Sequence[int], *, scale: Scale = "tokens",
                 level: float = 0.95) -> pd.DataFrame:
     """Per model, for each L in `uptos`: auc_<L> (0..1), auc_<L>_lo, auc_<L>_hi and auc_<L>_note (why it is missing
-    or has no interval, "" otherwise), over the model's common task set at every length (length_averages'
+    or has no interval, "" otherwise) and auc_from (the shortest length, where every AUC of the model starts), over
+    the model's common task set at every length (length_averages'
     task_set_key), so one AUC never mixes task sets. `df` is the per-sample frame, `avgs` length_averages'."""
-    columns = ["model", *(f"{auc_key(L)}{s}" for L in uptos for s in ("", "_lo", "_hi", "_note"))]
+    columns = ["model", "auc_from", *(f"{auc_key(L)}{s}" for L in uptos for s in ("", "_lo", "_hi", "_note"))]
     rows = []
     for model, group in avgs.sort_values("length").groupby("model", sort=True):
-        row: dict[str, object] = {"model": model}
+        row: dict[str, object] = {"model": model, "auc_from": int(group["length"].iat[0])}
         for upto in uptos:
             row.update(zip((f"{auc_key(upto)}{s}" for s in ("", "_lo", "_hi", "_note")),
                            _model_auc(df[df["model"] == model], group, upto, scale=scale, level=level)))
@@ -234,6 +235,15 @@ def with_auc(summary: pd.DataFrame, df: pd.DataFrame, avgs: pd.DataFrame, *, ask
     if not uptos:
         return summary
     return summary.merge(auc_summary(df, avgs, uptos, scale=scale, level=level), on="model", how="left")
+
+
+def auc_start_text(summary: pd.DataFrame) -> dict[str, str]:
+    """Per model, ` (from 8K)` where the models of a table start their AUCs at different lengths (their areas cover
+    different ranges, so they say where theirs starts); "" for all when they share one."""
+    if "auc_from" not in summary or summary["auc_from"].dropna().nunique() < 2:
+        return {m: "" for m in summary["model"]}
+    return {r.model: f" (from {format_length(r.auc_from)})" if pd.notna(r.auc_from) else ""
+            for r in summary.itertuples()}
 
 
 def auc_columns(frame: pd.DataFrame) -> list[str]:

@@ -4,8 +4,8 @@
   of the board itself, run ids and model fingerprints.
 - `results.csv`: one row per (model, task, length) cell and one `avg` row per (model, length), each with n,
   planned, errored and a status; importable again with `ctxbench board import` (extra columns are ignored). The
-  `avg` rows end with each AUC@L of the board: `auc_128k`, `auc_128k_lo`, `auc_128k_hi` (percent) and
-  `auc_128k_note` (why it is missing or has no interval).
+  `avg` rows end with `auc_from` (the shortest length, where the model's AUCs start) and each AUC@L: `auc_128k`,
+  `auc_128k_lo`, `auc_128k_hi` (percent) and `auc_128k_note` (why it is missing or has no interval).
 - RULER's `summary.csv`, one per model and length, at `summary/<model>/<length>/summary.csv`: RULER's
   scripts/eval/evaluate.py writes one per prediction directory (`<model>/<benchmark>/<length>/pred/`), as a
   pandas frame of three rows (Tasks, Score, Nulls) under a numeric header; we keep those rows and that header
@@ -131,8 +131,8 @@ def results_csv(tasks: pd.DataFrame | None, avgs: pd.DataFrame | None, summary: 
     if not parts:
         return ",".join(CSV_COLUMNS) + "\n"
     out = pd.concat(parts, ignore_index=True)
-    columns = CSV_COLUMNS + ([] if summary is None else [f"{c}{s}" for c in auc_columns(summary)
-                                                         for s in ("", "_lo", "_hi", "_note")])
+    aucs = [] if summary is None else auc_columns(summary)
+    columns = CSV_COLUMNS + (["auc_from"] if aucs else []) + [f"{c}{s}" for c in aucs for s in ("", "_lo", "_hi", "_note")]
     for col in columns:
         if col not in out:
             out[col] = pd.NA
@@ -141,7 +141,7 @@ def results_csv(tasks: pd.DataFrame | None, avgs: pd.DataFrame | None, summary: 
         if not pd.api.types.is_numeric_dtype(out[col]):
             out[col] = out[col].map(spreadsheet_safe)
     for col in ("n", "planned", "errored", "pending", "n_tasks", "n_tasks_all", "claimed_length", "effective_length",
-                "effective_length_lower", "rank_avg", "rank_inc", "rank_dec"):
+                "effective_length_lower", "rank_avg", "rank_inc", "rank_dec", *(["auc_from"] if aucs else [])):
         out[col] = pd.to_numeric(out[col], errors="coerce").round().astype("Int64")
     return out.to_csv(index=False, float_format="%.4f", lineterminator="\n")
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import pandas as pd
 
 from .aggregate import SEQUENTIAL, PairedComparison
-from .auc import auc_columns, auc_header
+from .auc import auc_columns, auc_header, auc_start_text
 from .frame import format_length
 from .ranking import NO_THRESHOLD, comparison_groups
 from .render import Table
@@ -186,6 +186,7 @@ def main_table(avgs: pd.DataFrame, summary: pd.DataFrame, *, caption: str = "") 
     cells = avgs.set_index(["model", "length"])
     relative = "relative_effective_length" in summary.columns  # board build --relative-effective X
     aucs = auc_columns(summary)  # AUC@L beside effective length (leaderboard/auc.py)
+    starts = auc_start_text(summary)
     headers = ("Model", "Claimed", "Effective", "Effective (CI lower)", *(("Effective (relative)",) if relative else ()),
                *(auc_header(c) for c in aucs), *(format_length(x) for x in lengths), "Avg", "wAvg (inc)", "wAvg (dec)",
                "Tasks")
@@ -207,7 +208,7 @@ def main_table(avgs: pd.DataFrame, summary: pd.DataFrame, *, caption: str = "") 
                            withheld=withheld),
             lower,
             *((_relative_text(r),) if relative else ()),
-            *(auc_text(r, c) for c in aucs),
+            *(auc_text(r, c) + (starts[r.model] if pd.notna(getattr(r, c)) else "") for c in aucs),
             *scores,
             _ranked(r.avg, r.rank_avg, withheld) + prefix,
             _ranked(r.wavg_inc, r.rank_inc, withheld) + prefix,

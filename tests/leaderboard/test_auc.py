@@ -179,6 +179,18 @@ def test_the_board_shows_auc_beside_effective_and_results_csv_has_it(tmp_path):
     assert models["short"]["auc_128k"] is None and models["short"]["auc_128k_note"] == "needs scores up to 128K"
 
 
+def test_models_whose_auc_starts_elsewhere_say_where(tmp_path):
+    """An AUC from 8K covers another range than one from 4K: in one table, each AUC then names its start."""
+    df = _frame({"from4k": 0.95, "from8k": 0.95}, lengths=(4 * K, 8 * K, 32 * K, 128 * K))
+    df = df[~((df["model"] == "from8k") & (df["length"] == 4 * K))]
+    md = build_report(df, out_dir=tmp_path / "b", n_boot=50).markdown.read_text()
+    row8 = next(line for line in md.splitlines() if line.startswith("| from8k"))
+    row4 = next(line for line in md.splitlines() if line.startswith("| from4k"))
+    assert "(from 8K)" in row8 and "(from 4K)" in row4, (row8, row4)
+    same = build_report(df[df["model"] == "from4k"], out_dir=tmp_path / "c", n_boot=50).markdown.read_text()
+    assert "(from 4K)" not in same  # one start: nothing to say
+
+
 @pytest.mark.slow
 def test_auc_interval_coverage_on_an_independent_simulator():
     """At least 93% at nominal 95% on every design of benchmarks/auc_coverage.py (heterogeneous n, saturated
