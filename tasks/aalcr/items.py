@@ -6,8 +6,8 @@ the card's cl100k `input_tokens`): the set's documents in the question's `data_s
 as "BEGIN DOCUMENT i:" ... "END DOCUMENT i", inside "BEGIN INPUT DOCUMENTS" ... "END INPUT DOCUMENTS", then the
 question between "START QUESTION" and "END QUESTION".
 
-Document names in the CSV and in the zip do not always agree (the zip's names carry mis-decoded punctuation, e.g.
-"ΓÇÖ" for a right quote; NeMo-Skills' find_actual_file maps them). Names are matched here after the same
+Document names in the CSV and in the zip do not always agree (the zip's UTF-8 names are not flagged as such, so
+Python reads them as cp437: "ΓÇÖ" for a right quote; NeMo-Skills' find_actual_file maps the common ones back). Names are matched here after the same
 normalisation, on both sides. A document that cannot be found is refused in one line (NeMo-Skills skips it
 silently, and then its token check stops the whole preparation).
 """
@@ -52,7 +52,12 @@ def documents_prompt(documents: list[str], question: str) -> str:
 
 
 def name_key(path: str) -> str:
-    """A document's path as compared: artifacts read back as the clean characters, NFC, '/' separators."""
+    """A document's path as compared: a UTF-8 name that zipfile read as cp437 (the release zip does not flag its
+    names as UTF-8) decoded again, the remaining artifacts read back as the clean characters, NFC, '/' separators."""
+    try:
+        path = path.encode("cp437").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        pass
     text = unicodedata.normalize("NFC", path.replace("\\", "/"))
     for artifact, clean in ARTIFACTS:
         text = text.replace(artifact, clean)

@@ -96,4 +96,6 @@ def test_document_names_match_through_the_release_artifacts(tmp_path):
         docs.text("Legal", "7", "Missing.txt")
     with zipfile.ZipFile(tmp_path / "docs.zip", "w") as z:
         z.write(folder / "Rate ΓÇö note.txt", "lcr/Legal/7/Rate ΓÇö note.txt")
-    assert Documents.open(tmp_path / "docs.zip").text("Legal", "7", "Rate — note.txt") == "dash\nline"
+        z.writestr("lcr/Legal/7/Caf├⌐.txt", "menu")  # "Café.txt" as zipfile reads an unflagged UTF-8 name (cp437)
+    zipped = Documents.open(tmp_path / "docs.zip")
+    assert zipped.text("Legal", "7", "Rate — note.txt") == "dash\nline" and zipped.text("Legal", "7", "Café.txt") == "menu"
