@@ -167,3 +167,36 @@ def test_a_tokenizer_json_transformers_would_change_takes_transformers(smol_with
     spec = json.loads((d / "tokenizer.json").read_text())
     (d / "tokenizer.json").write_text(json.dumps({**spec, **edit}))
     assert load_light(d) is None
+
+
+def test_a_tokenizer_saved_by_transformers_takes_the_light_path(pair, tmp_path):
+    """A trained checkpoint's tokenizer (save_pretrained, as the trainers write it) is read light, with the same ids."""
+    light, full = pair
+    full.save_pretrained(tmp_path)
+    saved = load_light(tmp_path)
+    assert isinstance(saved, LightTokenizer)
+    assert tokenizer_fingerprint(saved) == tokenizer_fingerprint(full)
+    texts = varied_strings(50)
+    assert saved(texts)["input_ids"] == full(texts)["input_ids"]
+    chat = conversations()[3]
+    assert saved.apply_chat_template(chat, tokenize=False, add_generation_prompt=True) == \
+        full.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+
+
+@pytest.mark.parametrize("task", ["ruler/niah_single_2", "ruler/niah_multikey_3", "ruler/vt", "ruler/cwe", "ruler/fwe",
+                                  "kv/retrieval", "niah/multi"])
+def test_the_same_samples_with_either_tokenizer(pair, task, data_dir, tmp_path, monkeypatch):
+    """A task's prompts, their token counts and its fitting through the light tokenizer are transformers' (each with a
+    cache of its own, so neither reads the other's samples)."""
+    from ctxbench.harness.core import datasets
+    from ctxbench.harness.core.config import TaskSpec, build_task
+    from ctxbench.harness.core.context import GenContext
+    from ctxbench.harness.core.prompting import PromptRenderer
+
+    made = []
+    for name, tok in zip(("light", "full"), pair):
+        monkeypatch.setenv("CTXBENCH_CACHE", str(tmp_path / name))
+        ctx = GenContext(tok, PromptRenderer(tok), data_dir=data_dir, verify="full")
+        made.append([s.to_json() for s in datasets.generate(build_task(TaskSpec(task=task)), length=1024, indices=range(2),
+                                                             seed=3, ctx=ctx)])
+    assert made[0] == made[1]
