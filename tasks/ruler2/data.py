@@ -81,6 +81,12 @@ def split_file(root: Path, split: str, suffixes: tuple[str, ...]) -> Path:
     raise ConfigError(f"data_path: {root} has no {split}{' or '.join(suffixes)}; give the split as laid out in the docs (ruler2 page)")
 
 
+def local_files(data_path: str | None, data_dir: Path | None, name: str) -> list[Path]:
+    """The local copy's files (the sample cache is keyed by their content); none when the data is downloaded."""
+    root = local_root(data_path, data_dir, name)
+    return sorted(p for p in root.iterdir() if p.is_file()) if root is not None else []
+
+
 def read_rows(path: Path) -> list[dict]:
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from ctxbench.harness.core.context import GenContext
 from ctxbench.tasks.ruler2.base import Ruler2Args, Ruler2Task, growing_costs, seven_digits, unit_rng
-from ctxbench.tasks.ruler2.data import HotpotQuestion, load_hotpot
+from ctxbench.tasks.ruler2.data import HotpotQuestion, load_hotpot, local_files
 from ctxbench.tasks.ruler2.prompts import DOCUMENT, qa_text
 
 
@@ -51,6 +51,9 @@ class Ruler2Documents(Ruler2Task):
 
     def prepare(self, ctx: GenContext) -> None:
         load_hotpot(ctx, self.args.data_path)
+
+    def data_files(self, ctx: GenContext):
+        return local_files(self.args.data_path, ctx.data_dir, "hotpotqa")
 
     def data_needs(self) -> str:
         return "ruler2/hotpotqa/ (train, validation: HotpotQA distractor JSON); downloaded once if no --data-dir"

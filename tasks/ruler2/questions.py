@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 from ctxbench.harness.core.context import GenContext
 from ctxbench.tasks.base import sample_seed
 from ctxbench.tasks.ruler2.base import Ruler2Args, Ruler2Task, growing_costs, seven_digits, unit_rng
-from ctxbench.tasks.ruler2.data import MMLU_REVISION, Question, load_mmlu
+from ctxbench.tasks.ruler2.data import MMLU_REVISION, Question, load_mmlu, local_files
 from ctxbench.tasks.ruler2.prompts import MMLU_PROBLEM, QUESTION, Listed, mmlu_text, ordinal
 
 
@@ -86,6 +86,9 @@ class Ruler2Questions(Ruler2Task):
 
     def prepare(self, ctx: GenContext) -> None:
         load_mmlu(ctx, self.args.data_path, self.args.revision, self.name)
+
+    def data_files(self, ctx: GenContext):
+        return local_files(self.args.data_path, ctx.data_dir, "mmlu")
 
     def data_needs(self) -> str:
         return "ruler2/mmlu/ (test, auxiliary_train of cais/mmlu); downloaded from the hub once if no --data-dir"

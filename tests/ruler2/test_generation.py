@@ -105,3 +105,9 @@ def test_quick_suite_runs_end_to_end(ctxbench, tmp_path, monkeypatch):
     assert sorted(r["task"] for r in rows) == sorted(f"ruler2/{n}" for n in PRESETS)
     assert all(r["score"] is not None and r["prompt_tokens"] + r["max_new_tokens"] <= 2048 for r in rows)
     assert "ruler2/qa_medium" in out and "average" in out
+
+
+def test_local_copies_key_the_sample_cache(ctx):
+    names = {p.name for p in task("mk_niah_easy").data_files(ctx)} | {p.name for p in task("qa_hard").data_files(ctx)}
+    assert names == {"test.jsonl", "auxiliary_train.jsonl", "train.json", "validation.json"}
+    assert task("mk_niah_basic").data_files(ctx) == []
