@@ -25,7 +25,16 @@ from ctxbench.harness.cli_common import (
     writable_dir,
 )
 from ctxbench.harness.cli_generation import generation as protocol
-from ctxbench.harness.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConfigError, CtxbenchError, exit_internal
+from ctxbench.harness.core.errors import (
+    DISK_ERRORS,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    ConfigError,
+    CtxbenchError,
+    exit_internal,
+    os_error_line,
+)
 from ctxbench.harness.core.io import atomic_write
 from ctxbench.harness.core.prompting import check_template_name
 from ctxbench.harness.core.redact import printable, redact
@@ -349,11 +358,9 @@ def main() -> None:
         err.print(f"error: {printable(redact(e), keep_lines=True)}", highlight=False, soft_wrap=True, markup=False)
         sys.exit(EXIT_USAGE)
     except OSError as e:  # a path the user gave cannot be read or written (permissions, a full disk, a file as a dir)
-        if e.filename is None:
-            raise
-        where = f"{e.filename} -> {e.filename2}" if e.filename2 else str(e.filename)
-        err.print(f"error: {where}: {e.strerror or e}; check the path and its permissions", highlight=False,
-                  soft_wrap=True, markup=False)
+        if e.filename is None and e.errno not in DISK_ERRORS:
+            exit_internal(e)
+        err.print(f"error: {os_error_line(e)}", highlight=False, soft_wrap=True, markup=False)
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt as e:
         _interrupted(e)

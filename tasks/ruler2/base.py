@@ -19,8 +19,10 @@ from ctxbench.tasks.base import Task, TaskArgs, sample_seed
 
 
 class Ruler2Args(TaskArgs):
-    tokens_to_generate: int = Field(128, ge=1, description="tokens reserved for the answer, inside the length (the official "
-                                                           "data fills the length with the prompt alone and generates 16K past it)")
+    tokens_to_generate: int = Field(128, ge=1, description="tokens reserved for the answer, inside the length")
+    prompt_fills_length: bool = Field(False, description="fill the whole length with the prompt and generate past it, as the "
+                                                         "official data is built (its help text says the length includes the "
+                                                         "answer; false keeps prompt + answer within the length)")
 
 
 def seven_digits(rng) -> str:
@@ -43,9 +45,13 @@ class Ruler2Task(Task):
     def render(self, ctx: GenContext, text: str):
         return ctx.renderer.render(text, "")
 
+    def budget(self, length: int) -> int:
+        """Prompt tokens a sample may take."""
+        return length if self.args.prompt_fills_length else length - self.args.tokens_to_generate
+
     def fit(self, ctx: GenContext, *, length: int, build: Callable[[int], tuple], cum: np.ndarray, min_units: int) -> Fitted:
         """The largest n whose prompt fits; cum[n] estimates the tokens of n haystack units (cum holds enough of them)."""
-        return fit_units(budget=length - self.args.tokens_to_generate, build=build, estimate=lambda n: float(cum[n]),
+        return fit_units(budget=self.budget(length), build=build, estimate=lambda n: float(cum[n]),
                          count=ctx.count, count_short=ctx.count_short, state=self.fit_state(ctx, length),
                          max_units=len(cum) - 1, min_units=min_units, what=self.name)
 

@@ -74,7 +74,7 @@ class Ruler2Documents(Ruler2Task):
             text = qa_text(a.query, docs, question=q.question, gold_text=q.gold[0])
             return self.render(ctx, text), expected(a.query, gold, q)
 
-        cum = growing_costs(ctx, lambda i: "\n\n" + DOCUMENT.format(i="1234567", text=paragraph(i)), length - a.tokens_to_generate)
+        cum = growing_costs(ctx, lambda i: "\n\n" + DOCUMENT.format(i="1234567", text=paragraph(i)), self.budget(length))
         # the distractor paragraphs join as soon as there is one haystack paragraph
         cum[1:] += float(ctx.piece_counts(["\n\n" + DOCUMENT.format(i="1234567", text=t) for t in q.distractors]).sum())
         fitted = self.fit(ctx, length=length, build=build, cum=cum, min_units=0)

@@ -82,7 +82,7 @@ class Ruler2Niah(Ruler2Task):
             lines = insert_needles(r, distractor_lines(r, n, a.num_values, a.num_digits), needles)
             return self.render(ctx, niah_text(lines, key, single=single)), []
 
-        budget = length - a.tokens_to_generate
+        budget = self.budget(length)
         probe = distractor_lines(unit_rng(layout_seed, -1), 64, a.num_values, a.num_digits)
         per_line = float(ctx.piece_counts(["\n" + x for x in probe]).mean())
         units = int(budget / max(per_line * 0.5, 1.0)) + 8

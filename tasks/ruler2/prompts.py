@@ -65,15 +65,22 @@ def mmlu_example(task_type: str, algo_type: str, q: Listed) -> str:
     return problem + "\n" + QUESTION.format(i=q.index, question=q.text) + "\nSolution:" + q.solution
 
 
-def mmlu_parts(task_type: str, algo_type: str, target: Listed, examples: Sequence[Listed] = ()) -> tuple[str, str]:
-    """(text before the listed questions, text after them)."""
+INTENDED_BOX = ("\\boxed\\{\\}", "\\boxed{}")  # what the official solve instruction prints, and what its escapes meant
+
+
+def mmlu_parts(task_type: str, algo_type: str, target: Listed, examples: Sequence[Listed] = (), *,
+               intended_box: bool = False) -> tuple[str, str]:
+    """(text before the listed questions, text after them); intended_box writes \\boxed{} for \\boxed\\{\\}."""
     head = MMLU_CONTEXT[task_type] + "\n\n"
+    if intended_box:
+        head = head.replace(*INTENDED_BOX)
     shots = EXAMPLES.format(examples="\n\n".join(mmlu_example(task_type, algo_type, q) for q in examples)) if examples else ""
     return head, "\n\n" + shots + MMLU_PROBLEM[(task_type, algo_type)].format(i=target.index, order=target.order)
 
 
-def mmlu_text(task_type: str, algo_type: str, listed: Sequence[Listed], target: Listed, examples: Sequence[Listed] = ()) -> str:
-    head, tail = mmlu_parts(task_type, algo_type, target, examples)
+def mmlu_text(task_type: str, algo_type: str, listed: Sequence[Listed], target: Listed, examples: Sequence[Listed] = (), *,
+              intended_box: bool = False) -> str:
+    head, tail = mmlu_parts(task_type, algo_type, target, examples, intended_box=intended_box)
     return head + "\n\n".join(QUESTION.format(i=q.index, question=q.text) for q in listed) + tail
 
 

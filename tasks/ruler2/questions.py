@@ -33,6 +33,8 @@ class QuestionsArgs(Ruler2Args):
     fewshot: int = Field(0, ge=0, description="solved examples (questions of the context) before the task")
     data_path: str | None = Field(None, description="local copy: a folder with test and auxiliary_train (.parquet or .jsonl, "
                                                     "the hub's columns); default: data_dir/ruler2/mmlu/, else the hub")
+    intended_box: bool = Field(False, description="solve: ask for the answer inside \\boxed{}, what the official template "
+                                                  "meant; false: \\boxed\\{\\}, what its escaped format string prints")
     revision: str = Field(MMLU_REVISION, description="commit of the cais/mmlu hub dataset to download")
 
     @model_validator(mode="after")
@@ -108,11 +110,11 @@ class Ruler2Questions(Ruler2Task):
 
         def build(n: int):
             listed, target, shots = layout(unit_rng(layout_seed, n), [question(i) for i in range(n)], target_q, a.num_order, a.fewshot)
-            text = mmlu_text(a.task_type, a.algo_type, listed, target, shots)
+            text = mmlu_text(a.task_type, a.algo_type, listed, target, shots, intended_box=a.intended_box)
             return self.render(ctx, text), expected(a.task_type, listed, target, target_q.answer)
 
         cum = growing_costs(ctx, lambda i: "\n\n" + QUESTION.format(i="1234567", question=question(i).text),
-                            length - a.tokens_to_generate)
+                            self.budget(length))
         fitted = self.fit(ctx, length=length, build=build, cum=cum, min_units=a.fewshot)
         return self.make_sample(length=length, index=index, text=fitted.text, tokens=fitted.tokens, answers=fitted.extra,
                                 meta={"haystack_units": fitted.n, "mmlu_answer": target_q.answer})

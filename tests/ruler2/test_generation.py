@@ -111,3 +111,17 @@ def test_local_copies_key_the_sample_cache(ctx):
     names = {p.name for p in task("mk_niah_easy").data_files(ctx)} | {p.name for p in task("qa_hard").data_files(ctx)}
     assert names == {"test.jsonl", "auxiliary_train.jsonl", "train.json", "validation.json"}
     assert task("mk_niah_basic").data_files(ctx) == []
+
+
+def test_prompt_fills_length_is_the_official_fit(ctx):
+    ours = task("qa_hard").generate(length=3000, index=0, seed=0, ctx=ctx)
+    official = task("qa_hard", prompt_fills_length=True).generate(length=3000, index=0, seed=0, ctx=ctx)
+    assert ours.prompt_tokens + ours.max_new_tokens <= 3000
+    assert 3000 - 250 < official.prompt_tokens <= 3000 < official.prompt_tokens + official.max_new_tokens
+
+
+def test_intended_box_is_a_recorded_option(ctx):
+    ran = task("mk_niah_hard").generate(length=2048, index=0, seed=0, ctx=ctx)
+    meant = task("mk_niah_hard", intended_box=True)
+    assert meant.args_json()["intended_box"] is True and "inside \\boxed\\{\\}." in ran.user_text
+    assert "inside \\boxed{}." in meant.generate(length=2048, index=0, seed=0, ctx=ctx).user_text
