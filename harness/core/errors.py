@@ -27,6 +27,18 @@ class PromptTooLongError(CtxbenchError):
 
 EXIT_INTERNAL = 1  # a bug in ctxbench: one line naming the saved traceback, never called bad input
 
+DISK_ERRORS = (28, 122, 30, 5)  # ENOSPC, EDQUOT, EROFS, EIO: the machine's disk, not ctxbench, refused a write
+
+
+def os_error_line(e: OSError) -> str:
+    """One line for an OSError the user can act on: the path (when known) and what to do. A full disk names the file
+    it could not write and says that a rerun resumes (rows are appended whole or cut back to the last whole line)."""
+    where = f"{e.filename} -> {e.filename2}" if e.filename2 else (str(e.filename) if e.filename is not None else "")
+    what = f"{where}: {e.strerror or e}" if where else f"{e.strerror or e} while writing"
+    if e.errno in DISK_ERRORS:
+        return f"{what}; free space on that disk (or pass --store/--out on another) and rerun: finished work is kept"
+    return f"{what}; check the path and its permissions"
+
 
 def save_traceback(exc: BaseException) -> Path | None:
     """Write the command line and `exc`'s traceback to a file of its own (under $CTXBENCH_CACHE/errors, else the temp

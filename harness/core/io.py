@@ -22,6 +22,18 @@ from pathlib import Path
 from typing import IO, Any
 
 
+@contextlib.contextmanager
+def naming(path: str | Path) -> Iterator[None]:
+    """An OSError raised while writing `path` names it: a full disk mid-write (os.write, fsync) raises one without a
+    file name, and the CLI then says which file could not be written instead of showing a traceback."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None and e.errno is not None:
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from e
+        raise
+
+
 def atomic_write(path: str | Path, data: str | bytes | Callable[[IO[bytes]], Any], *, mode: int = 0o644) -> Path:
     """Write `data` (text, bytes, or a function that writes to a binary file object) to `path` atomically."""
     path = Path(path)
@@ -29,7 +41,7 @@ def atomic_write(path: str | Path, data: str | bytes | Callable[[IO[bytes]], Any
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.chmod(tmp, mode)  # mkstemp creates 0600; results are meant to be shared
-        with os.fdopen(fd, "wb") as f:
+        with naming(path), os.fdopen(fd, "wb") as f:
             if callable(data):
                 data(f)
             else:
@@ -128,8 +140,9 @@ def append_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, blob)
-        os.fsync(fd)
+        with naming(path):
+            os.write(fd, blob)
+            os.fsync(fd)
     finally:
         os.close(fd)
 
