@@ -14,10 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from ctxbench.harness.core.io import atomic_write
-from ctxbench.trainers.data.methods import register_method
 
 
 class Framer:
@@ -288,21 +286,3 @@ def load_state(path: Path) -> dict[str, Any]:
             return x
 
         return fill(doc)
-
-
-class StreamArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    carry_over: bool = Field(True, description="start the next sequence with the rest of a cut-off document "
-                                               "(concatenate-and-chunk); false drops it")
-
-
-@register_method("standard", StreamArgs)
-def build_standard(*, framer, args: StreamArgs, seed: int, **_):
-    """Example packing (Brown et al. 2020): random documents, concatenated and chunked."""
-    return StreamPacker(framer, seed, args.carry_over)
-
-
-@register_method("within_domain", StreamArgs)
-def build_within_domain(*, framer, args: StreamArgs, seed: int, **_):
-    """Within-domain example packing: random documents of a single domain per sequence."""
-    return WithinDomainPacker(framer, seed, args.carry_over)

@@ -22,7 +22,7 @@ from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.identity import identity_dump
 from ctxbench.harness.core.io import atomic_write
 from ctxbench.trainers.data.corpus import CorpusConfig
-from ctxbench.trainers.data.methods import get_method, parse_args
+from ctxbench.trainers.data.method_args import get_method, parse_args
 from ctxbench.trainers.data.pack_config import SynthesisConfig
 from ctxbench.trainers.data.packing import Framer, Mixer, StreamPacker, load_state, save_state
 from ctxbench.trainers.data.shards import Manifest, ShardWriter
