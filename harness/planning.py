@@ -311,8 +311,8 @@ def check_alias_context(plan: RunPlan, suite: Suite) -> None:
 
 
 def reads_records(task: Task) -> bool:
-    """A task whose samples are a dataset's records (tasks/realdata.py), or a judge over one."""
-    return hasattr(task, "records") or hasattr(getattr(task, "inner", None), "records")
+    """A task whose samples are a dataset's records (tasks/realdata.py), or a judge over one: it says so itself."""
+    return task.reads_records
 
 
 def check_lengths(cells: list[Cell], backend: Any, truncation: str, *, thinking: int = 0) -> None:

@@ -97,6 +97,7 @@ class Task:
     needs: ClassVar[str] = "generate"  # the backend capability its samples are scored with (harness/core/backend.py)
     external: ClassVar[bool] = False  # another harness (lm-eval) drives it: the runner calls run_external, not generate
     extra: ClassVar[str | None] = None  # the pip extra it needs (checked when the task is built)
+    reads_records: bool = False  # its samples are a dataset's records in order: `--samples N` keeps the first N
 
     def __init__(self, name: str, args: TaskArgs):
         self.name = name

@@ -130,6 +130,7 @@ class Judged(Task):
         self.inner = build_task(TaskSpec(task=args.task, args=args.task_args), where="args")
         super().__init__(f"{name}/{self.inner.name}", args)
         self.category, self.needs = self.inner.category, self.inner.needs
+        self.reads_records = self.inner.reads_records  # a judge over a dataset's records keeps its first N too
         self.requires_data = getattr(self.inner, "requires_data", False)  # the judged task's data, and always a judge
         self._judge_client: CachedClient | None = None  # the judge's backend and verdict cache (the one cached client)
         self.spend = JudgeSpend()  # real use; --judge-budget's limits are set by harness/judge.py before the run

@@ -156,6 +156,7 @@ class RealDataTask(Task):
 
     Args = RealArgs
     requires_data = True  # cannot generate without its dataset (local file or hub)
+    reads_records = True  # sample index i is record i: `--samples N` keeps the first N records
     official_max_new_tokens: int = 32
 
     def __init__(self, name: str, args: RealArgs):

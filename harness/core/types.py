@@ -269,6 +269,7 @@ class TaskContract(Protocol):
     needs: str  # "generate", or "prompt_logprobs" (logprob_requests / score_logprobs)
     external: bool  # another harness produces its rows (run_external / is_complete / write_aggregates)
     extra: str | None
+    reads_records: bool  # its samples are a dataset's records in order (`--samples N` keeps the first N)
 
     def generate(self, *, length: int, index: int, seed: int, ctx: Any) -> Sample: ...
     def score_row(self, prediction: str, sample: Sample) -> tuple[float | None, dict[str, Any], str | None]: ...
