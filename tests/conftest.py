@@ -32,6 +32,25 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], str]) -> str
         return result.read_text()
 
 
+# Under `pytest -n 2 --dist loadgroup`, the tests of one group run on one worker: those sharing a session fixture
+# that builds in the checkout (the wheel of test_packaging: pip builds in-tree, into build/) or starts a server, and
+# test_layers, whose probe writes a module into harness/core for a moment. Without xdist the marks do nothing.
+XDIST_GROUP_OF_FIXTURE = {"venv": "packaging-wheel", "hf_server": "hf-server"}
+XDIST_GROUP_OF_MODULE = {"test_layers.py": "repo-probe"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (its loadgroup hook)
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        group = next((g for f, g in XDIST_GROUP_OF_FIXTURE.items() if f in names), None)
+        group = group or XDIST_GROUP_OF_MODULE.get(item.path.name)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def warm_model_cache():
     """The SmolLM2 alias materialised before the first test (a no-op once the cache holds it). Under pytest -n 2 each
