@@ -38,7 +38,7 @@ def requests_of(tok, lengths: list[int]) -> list[Request]:
 def test_cpu_batches_only_equal_lengths_and_times_each_sample(tiny_model_dir, monkeypatch):
     from ctxbench.harness.backends.hf import HFBackend
 
-    backend = HFBackend(model=tiny_model_dir, device="cpu", batch_size=4, threads=1, dtype="float32")
+    backend = HFBackend(model=tiny_model_dir, device="cpu", batch_size=4, threads=1, dtype="float32", batched_decode=False)
     assert not backend.padded and backend.info()["batching"] == "equal-length"
     calls = []
     inner = backend.model.generate
@@ -60,18 +60,18 @@ def test_cpu_batches_only_equal_lengths_and_times_each_sample(tiny_model_dir, mo
         assert p.prefill_seconds + p.decode_seconds == pytest.approx(p.seconds, rel=1e-6)
 
 
-def test_cpu_defaults_one_at_a_time_measured_dtype_free_threads(tiny_model_dir, monkeypatch, tmp_path):
+def test_cpu_defaults_batched_decode_measured_dtype_free_threads(tiny_model_dir, monkeypatch, tmp_path):
     from ctxbench.harness.backends.hf import HFBackend
     from ctxbench.harness.core.cores import usable_cores
 
     monkeypatch.setenv("CTXBENCH_CACHE", str(tmp_path))  # a fresh machine verdict
     backend = HFBackend(model=tiny_model_dir, device="cpu")
     info = backend.info()
-    assert backend.batch_size == 1 and 1 <= backend.threads <= usable_cores()
+    assert backend.batch_size == 8 and 1 <= backend.threads <= usable_cores()  # decoded together (test_batched_decode.py)
     measured = info["dtype_measured"]["seconds"]
     assert backend.dtype == min(measured, key=measured.get)  # the faster of the two on this CPU
     preds = backend.generate(requests_of(backend.tokenizer, [9, 11]))
-    assert all(p.timing == "sample" and p.prefill_seconds > 0 for p in preds)
+    assert all(p.timing == "batch-share" and p.prefill_seconds > 0 for p in preds)
 
 
 def test_default_threads_leave_busy_cores_alone(monkeypatch):

@@ -58,8 +58,10 @@ class HFArgs(BackendArgs):
     dtype: str = Field("auto", description="torch dtype of the weights: auto (bf16 on CUDA; on CPU the faster of bf16 and fp32, measured once per machine; the run id and the record keep the dtype it picked), bfloat16, float16 or float32")
     device: str = Field("auto", description="auto (cuda if available, else cpu), cpu, cuda or cuda:N",
                         json_schema_extra=EXECUTION)
-    batch_size: int = Field(0, ge=0, description="prompts per forward pass; 0: 16 on GPU, 1 on CPU (equal-length buckets only when above 1)",
+    batch_size: int = Field(0, ge=0, description="prompts per generate call; 0: 16 on GPU, 8 on CPU (1 with batched_decode off: equal-length buckets only when above 1)",
                             json_schema_extra=EXECUTION)
+    batched_decode: bool = Field(True, description="CPU: prefill each prompt alone and decode a batch together from the merged caches; false: one at a time",
+                                 json_schema_extra=EXECUTION)
     attn_implementation: str = Field("sdpa", description="transformers attention: sdpa, eager, flash_attention_2",
                                      json_schema_extra=EXECUTION)
     threads: int = Field(0, ge=0, description="torch CPU threads; 0: the cores not already busy (1-minute load average)",

@@ -1,9 +1,10 @@
 """Hugging Face transformers backend: local dir, hub id or GGUF; greedy generation.
 
-Batching: on CUDA, left-padded batches of `batch_size` (16). On CPU, padding costs more than batching saves
-(a one-token left pad slows a 4K prefill ~1.5x), and batches of equal-length prompts gain nothing per token over
-one prompt at a time (measured: benchmarks/README.md), so the CPU default is one request at a time; with
-batch_size > 1 on CPU, only prompts of exactly equal token length share a batch (never padded).
+Batching: on CUDA, left-padded batches of `batch_size` (16). On CPU, padding a prefill costs more than batching
+saves (a one-token left pad slows a 4K prefill ~1.5x), but a decode step for 8 costs about what a step for 1 does;
+so each prompt is prefilled alone and batches of up to `batch_size` (8) decode together from the merged caches
+(hf_batched.py). With `batched_decode: false`, the CPU default is one request at a time, and with batch_size > 1
+only prompts of exactly equal token length share a batch (never padded).
 Per-sample timing: `prefill_seconds` (to the first generated token) and `decode_seconds`; `timing` says whether
 they are this sample's own ("sample") or its batch's divided by the batch size ("batch-share").
 """
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ctxbench.harness.backends.hf_batched import cache_kwarg, decode_groups, prefill_batch
 from ctxbench.harness.backends.hf_decoding import make as make_budget
 from ctxbench.harness.backends.hf_decoding import reasoning_length, sampling
 from ctxbench.harness.core.backend import apply_truncation, check_window
@@ -113,6 +115,7 @@ class HFBackend:
         truncation: str = "refuse",
         max_context: int = 0,
         rope_scaling: dict | str | None = None,
+        batched_decode: bool = True,
     ):
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -146,8 +149,9 @@ class HFBackend:
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.context_length = context_length(config, max_context, rope_context)
-        self.batch_size = int(batch_size or (16 if self.device.startswith("cuda") else 1))
-        self.padded = self.device.startswith("cuda")  # CPU: only equal-length prompts share a batch
+        self.padded = self.device.startswith("cuda")  # CPU: prefill alone, decode together (or equal lengths only)
+        self.batched_decode = bool(batched_decode) and not self.padded
+        self.batch_size = int(batch_size or (16 if self.padded else 8 if self.batched_decode else 1))
         self.score_batch_size = int(batch_size or (16 if self.device.startswith("cuda") else 4))  # log-likelihood inputs
         self.truncation = truncation
         self.path = path
@@ -167,7 +171,7 @@ class HFBackend:
             "device": self.device,
             "attn_implementation": self.attn,
             "batch_size": self.batch_size,
-            "batching": "padded" if self.padded else "equal-length",
+            "batching": "padded" if self.padded else "prefill-alone" if self.batched_decode else "equal-length",
             "threads": self.threads,
             **({"dtype_measured": self.dtype_choice} if self.dtype_choice else {}),
             "context_length": self.context_length,
@@ -187,10 +191,13 @@ class HFBackend:
         return [out[i] for i in range(len(requests))]
 
     def _groups(self, lengths: list[int]) -> list[list[int]]:
-        """Indices per generate call: padded batches in order (CUDA), or batches of equal token length (CPU)."""
+        """Indices per generate call: padded batches in order (CUDA), runs decoded together from prompts prefilled
+        alone (CPU), or batches of equal token length (CPU, batched_decode off)."""
         n = self.batch_size
         if self.padded:
             return [list(range(i, min(i + n, len(lengths)))) for i in range(0, len(lengths), n)]
+        if self.batched_decode:
+            return decode_groups(lengths, n)
         same: dict[int, list[int]] = {}
         for i, length in enumerate(lengths):
             same.setdefault(length, []).append(i)
@@ -200,12 +207,9 @@ class HFBackend:
         torch = self._torch
         thinking = batch[0].thinking  # a batch shares the run's protocol
         max_new = max(r.generation_limit for r in batch)
-        ids_list = [ids for ids, _ in encoded]
-        if len({len(ids) for ids in ids_list}) == 1:  # no padding: an all-ones mask, which SDPA skips
-            input_ids = torch.tensor(ids_list, device=self.device)
-            inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
-        else:
-            inputs = self.tokenizer.pad({"input_ids": ids_list}, padding=True, return_tensors="pt").to(self.device)
+        inputs, own_prefill = self._inputs([ids for ids, _ in encoded])
+        if inputs is None:  # caches that cannot be merged: one at a time
+            return [p for r, e in zip(batch, encoded) for p in self._batch([r], [e])]
         clock = self._clock()
         processors = clock.processors()
         if thinking:  # end the thinking at its budget: the closing tag is forced, then the answer budget follows
@@ -224,15 +228,32 @@ class HFBackend:
         timing = "sample" if k == 1 else "batch-share"
         new = gen[:, inputs["input_ids"].shape[1]:].tolist()
         preds = []
-        for r, (ids, n_cut), toks in zip(batch, encoded, new):
+        for r, (ids, n_cut), toks, own in zip(batch, encoded, new, own_prefill):
             toks = toks[: r.generation_limit]
             n = next((j for j, t in enumerate(toks) if t in self.stop_ids), len(toks))
             # thinking mode keeps special tokens: gpt-oss's channel markers are special, and the reasoning is split on them
             text = self.tokenizer.decode(toks[:n], skip_special_tokens=not r.thinking)
-            preds.append(Prediction(r.sample_id, text, len(ids), n, (end - start) / k, truncated_tokens=n_cut,
-                                    prefill_seconds=(first - start) / k, decode_seconds=(end - first) / k, timing=timing,
+            preds.append(Prediction(r.sample_id, text, len(ids), n, own + (end - start) / k, truncated_tokens=n_cut,
+                                    prefill_seconds=own + (first - start) / k, decode_seconds=(end - first) / k, timing=timing,
                                     reasoning_tokens=reasoning_length(self.tokenizer, toks[:n]) if thinking else None))
         return preds
+
+    def _inputs(self, ids_list: list[list[int]]) -> tuple[dict[str, Any] | None, list[float]]:
+        """generate()'s inputs and each prompt's own prefill seconds (0 where the batch prefills in generate()):
+        unpadded for equal lengths (an all-ones mask, which SDPA skips), prefilled alone and merged for batched decode,
+        else left-padded. None: the prompts cannot be merged (decode them one at a time)."""
+        torch = self._torch
+        zero = [0.0] * len(ids_list)
+        if len({len(ids) for ids in ids_list}) == 1 and not (self.batched_decode and len(ids_list) > 1):
+            input_ids = torch.tensor(ids_list, device=self.device)
+            return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}, zero
+        if self.batched_decode:
+            ready = prefill_batch(self.model, ids_list, self.tokenizer.pad_token_id, self.device)
+            if ready is None:
+                return None, zero
+            inputs = {"input_ids": ready.input_ids, "attention_mask": ready.attention_mask, cache_kwarg(self.model): ready.cache}
+            return inputs, list(ready.prefill_seconds)
+        return self.tokenizer.pad({"input_ids": ids_list}, padding=True, return_tensors="pt").to(self.device), zero
 
     def _clock(self):
         """A logits processor that notes when the first step's logits arrive (the end of the prefill)."""
