@@ -140,6 +140,13 @@ class OpenAIArgs(BackendArgs):
     thinking_switch: bool = Field(True, description="chat with --thinking on/off: send chat_template_kwargs "
                                   "{enable_thinking: ...} (vLLM, SGLang); false for servers that refuse the field")
     reasoning_effort: str | None = Field(None, description="passed as reasoning_effort (gpt-oss, OpenAI reasoning models)")
+    # execution-only: the same request bodies reach the same model, only through the provider's batch queue (half the
+    # price where offered), so a run may switch between direct and batch requests and resume either way
+    batch_api: bool = Field(False, description="send generation requests as provider batches (OpenAI Batch API: "
+                            "/files and /batches); a killed run resumes its submitted batches",
+                            json_schema_extra=EXECUTION)
+    batch_poll_interval: float = Field(30.0, gt=0, description="seconds between polls of a pending batch (batch_api)",
+                                       json_schema_extra=EXECUTION)
 
 
 def check_backend_args(backend: str, args: dict[str, Any], *, where: str = "") -> None:

@@ -47,6 +47,7 @@ from typing import Any
 
 from ctxbench.harness.backends.args import OpenAIArgs
 from ctxbench.harness.backends.http_transport import LoopThread, Permanent, RetryingHTTP, Transient, shutdown
+from ctxbench.harness.backends.openai_batch import BatchMode
 from ctxbench.harness.backends.openai_prompts import CONTINUE_FIELDS, USER_JOIN, PreparedRequest, PromptBuilding  # noqa: F401
 from ctxbench.harness.backends.openai_replies import (
     MAX_COUNT,
@@ -64,6 +65,7 @@ from ctxbench.harness.core.types import LogprobRequest, Prediction, Request, Tok
 
 APIS = ("completions", "chat")
 PREFILL_MODES = ("auto", "continue", "user")
+BATCH_API_SIZE = 256  # requests per provider batch by default (batch_api=true; a batch file stays far below 200 MB)
 
 
 @register("backend", "openai", args=OpenAIArgs, samples=True, distributions=("httpx",))
@@ -105,7 +107,7 @@ def refuse_two_credentials(base_url: str, api_key_env: str) -> None:
                           "or drop api_key_env (Basic)")
 
 
-class OpenAIBackend(PromptBuilding, RetryingHTTP):
+class OpenAIBackend(PromptBuilding, BatchMode, RetryingHTTP):
     name = "openai"
 
     def __init__(self, *, model: str, truncation: str = "refuse", **kwargs: Any):
@@ -128,7 +130,9 @@ class OpenAIBackend(PromptBuilding, RetryingHTTP):
         self.prompt_format = a.prompt_format
         self.extra_body = dict(a.extra_body or {})
         self.thinking_switch, self.reasoning_effort = a.thinking_switch, a.reasoning_effort
-        self.batch_size = a.batch_size or self.concurrency * 4
+        self.batch_api, self.batch_poll_interval = a.batch_api, a.batch_poll_interval
+        # batch mode: one provider batch per generate() call, so larger calls (each batch waits its turn at the provider)
+        self.batch_size = a.batch_size or (BATCH_API_SIZE if a.batch_api else self.concurrency * 4)
         self.api_key_env = a.api_key_env
         self._api_key = ""
         if a.api_key_env:
@@ -157,6 +161,8 @@ class OpenAIBackend(PromptBuilding, RetryingHTTP):
             self.prefill = "continue" if self._io.run(self._probe_continue()) else "user"
         if a.count_tokens == "server":
             self._io.run(self._probe_tokenize())
+        if a.batch_api:
+            self._io.run(self._probe_batches())
 
     async def _open(self, httpx) -> Any:
         """The one client (and its pool), the concurrency semaphore and the rate limiter's lock, on the backend's loop."""
@@ -195,6 +201,7 @@ class OpenAIBackend(PromptBuilding, RetryingHTTP):
             "extra_body": self.extra_body,
             "thinking_switch": self.thinking_switch,
             "reasoning_effort": self.reasoning_effort,
+            "batch_api": self.batch_api,
             "decoding": "greedy",  # unless the run's protocol samples (record.generation.gen_kwargs)
         }
 
@@ -277,6 +284,8 @@ class OpenAIBackend(PromptBuilding, RetryingHTTP):
                 prepared.append(await self._prepare(r))
             except (Permanent, Transient) as e:  # server-side counting failed for this sample
                 prepared.append(Prediction(r.sample_id, "", r.prompt_tokens or 0, 0, 0.0, error=f"tokenize: {e}"))
+        if self.batch_api:
+            return await self._batched(prepared)
         jobs = [self._one(p) if isinstance(p, PreparedRequest) else _done(p) for p in prepared]
         return list(await asyncio.gather(*jobs))
 

@@ -1,0 +1,135 @@
+"""Batch mode of the openai backend (issue 35, item 5): `--backend-arg batch_api=true` submits a run's requests as
+provider batches (OpenAI Batch API), polls them and reads the answers back; a killed run picks up its submitted
+batches and pays for no request twice. Against tests/json_server.py's BatchStandIn on loopback; every loop is bounded
+(the stand-in finishes a batch at its first poll once released, and the waits below stop by themselves)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import subprocess
+
+import pytest
+
+from ctxbench.harness.backends.openai_batch import Journal, journal_path
+from tests.journeys.conftest import ctxbench_argv
+from tests.json_server import BatchStandIn
+
+SUITE = ("name: batched\nlengths: [256]\nsamples: 6\n"
+         "tasks:\n  - task: niah/single\n    max_new_tokens: 8\n    args: {depths: 2, samples_per_cell: 3}\n")
+USAGE = {"prompt_tokens": 200, "completion_tokens": 4, "prompt_tokens_details": {"cached_tokens": 128}}
+
+
+def failing(body: dict) -> bool:
+    """One request in about three is answered with an error line (a fixed function of the prompt)."""
+    return int(hashlib.sha256(body["prompt"].encode()).hexdigest(), 16) % 3 == 0
+
+
+class Script:
+    def __init__(self, errors: bool = False):
+        self.errors = errors
+
+    def __call__(self, body: dict) -> dict | str:
+        if self.errors and failing(body):
+            return "scripted failure"
+        return {"choices": [{"index": 0, "text": "The number is 1.", "finish_reason": "stop"}], "usage": USAGE}
+
+
+def argv(stand_in: BatchStandIn, suite, store, data_dir, *more: str) -> list[str]:
+    return ["score", "--backend", "openai", "--model", "smollm2-135m", "--suite", str(suite), "--store", str(store),
+            "--data-dir", str(data_dir), "--backend-arg", f"base_url={stand_in.url}", "--backend-arg", "served_model=stub",
+            "--backend-arg", "context_length=8192", "--backend-arg", "batch_api=true", "--backend-arg", "max_retries=0",
+            "--backend-arg", "batch_poll_interval=0.05", *more]
+
+
+def rows_of(store) -> list[dict]:
+    """Each sample's latest row (a rerun appends the retried ones)."""
+    (run,) = [p for p in store.iterdir() if p.is_dir()]
+    rows = [json.loads(line) for f in sorted(run.glob("samples*.jsonl")) for line in f.read_text().splitlines()]
+    return list({r["id"]: r for r in rows}.values())
+
+
+@pytest.fixture()
+def suite(tmp_path):
+    path = tmp_path / "batched.yaml"
+    path.write_text(SUITE)
+    return path
+
+
+def forget(stand_in: BatchStandIn) -> None:
+    journal_path(stand_in.url, "stub").unlink(missing_ok=True)
+
+
+def test_a_run_in_batch_mode_sends_one_batch_and_an_error_line_is_retried_by_a_rerun(data_dir, tmp_path, suite, ctxbench):
+    stand_in = BatchStandIn(Script(errors=True))
+    store = tmp_path / "runs"
+    try:
+        code, _, err = ctxbench(*argv(stand_in, suite, store, data_dir))
+        assert stand_in.direct == 0 and len(stand_in.batches) == 1 and sorted(stand_in.paid.values()) == [1] * 6
+        rows = rows_of(store)
+        failed = [r for r in rows if r["error"]]
+        assert failed and len(failed) < 6, "the script must fail some requests and answer others"
+        assert code == 3, err
+        assert all("scripted failure" in r["error"] for r in failed)
+        assert "batch batch-0: completed, 6/6 requests done" in err
+        good = [r for r in rows if not r["error"]]
+        assert all(r["prompt_tokens"] == 200 and r["generated_tokens"] == 4 for r in good)  # the server's usage
+
+        stand_in.answer = Script(errors=False)
+        code, _, err = ctxbench(*argv(stand_in, suite, store, data_dir))
+        assert code == 0, err
+        assert len(stand_in.batches) == 2 and stand_in.direct == 0
+        assert sum(stand_in.paid.values()) == 6 + len(failed)  # the rerun paid for the failed requests only
+        rows = rows_of(store)
+        assert len(rows) == 6 and not [r for r in rows if r["error"]]
+    finally:
+        forget(stand_in)
+        stand_in.server.shutdown()
+
+
+def test_a_server_without_the_batch_api_is_refused_in_one_line_with_nothing_written(data_dir, tmp_path, suite, ctxbench):
+    stand_in = BatchStandIn(Script(), batches=False)
+    store = tmp_path / "runs"
+    try:
+        code, _, err = ctxbench(*argv(stand_in, suite, store, data_dir))
+        assert code == 2, err
+        lines = [x for x in err.splitlines() if x.strip()]
+        assert len(lines) == 1 and "backend_args.batch_api" in lines[0] and "has no OpenAI Batch API" in lines[0], err
+        assert not store.exists() or not any(store.iterdir())
+        assert stand_in.direct == 0
+    finally:
+        stand_in.server.shutdown()
+
+
+def test_a_run_killed_while_its_batch_is_pending_resumes_it_and_pays_for_no_request_twice(data_dir, tmp_path, suite):
+    """The journey: submit, SIGKILL while the batch is in progress, rerun: the batch is found, polled, read."""
+    stand_in = BatchStandIn(Script())
+    stand_in.hold = True
+    store = tmp_path / "runs"
+    command = [*ctxbench_argv(), *argv(stand_in, suite, store, data_dir)]
+    try:
+        first = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 stdin=subprocess.DEVNULL, text=True)
+        try:
+            assert stand_in.polled.wait(timeout=240), "the first run never polled its batch"
+        finally:
+            first.send_signal(signal.SIGKILL)
+            _, err = first.communicate(timeout=60)
+        assert first.returncode == -signal.SIGKILL, err
+        assert len(stand_in.batches) == 1 and stand_in.batches["batch-0"]["status"] == "in_progress"
+        file_of, batch_of = Journal(journal_path(stand_in.url, "stub")).live()
+        assert len(file_of) == 6 and list(batch_of.values()) == ["batch-0"]  # recorded before the first poll
+
+        stand_in.hold = False
+        again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                               timeout=300)
+        assert again.returncode == 0, again.stderr
+        assert len(stand_in.batches) == 1, "the rerun submitted a new batch"
+        assert sorted(stand_in.paid.values()) == [1] * 6 and stand_in.direct == 0
+        rows = rows_of(store)
+        assert len(rows) == 6 and not [r for r in rows if r["error"]]
+        assert Journal(journal_path(stand_in.url, "stub")).live()[0] == {}  # every answer collected
+    finally:
+        forget(stand_in)
+        stand_in.server.shutdown()
