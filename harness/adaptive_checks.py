@@ -14,12 +14,11 @@ from ctxbench.harness.core import datasets
 from ctxbench.harness.core.adaptive_state import read_state
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.store import RunStore
+from ctxbench.harness.run.sequential import check_pairs
 
 
 def check_sequential(ready: Any, lengths: list[Any]) -> None:
     """Every refusal of a sequential run, in order of cost (the samples built last, without the sample cache)."""
-    from ctxbench.harness.adaptive_run import check_pairs
-
     until = ready.plan.until
     check_alpha(ready.store.dir, until.alpha, resumed=bool(ready.done))
     latest = ready.store.latest() if ready.done else {}

@@ -1,9 +1,9 @@
-"""The one run loop: for each task × length, stream samples in bounded chunks, ask the backend, score, append.
+"""A scoring run: prepare (every check), record, then the one scoring loop over its schedules (harness/run/: the
+sequential rounds of --until, then every remaining sample at full N), then external tasks.
 
 Memory does not grow with the suite: samples are generated (or read from their cache) one chunk at a time,
-sent, scored and appended before the next chunk is read; only the set of finished sample ids is kept.
-Batches never mix lengths (a chunk is one task at one length), and within a chunk prompts are sorted so
-that prompts sharing a prefix (depth grids, shared haystacks) are adjacent for prefix caches.
+sent, scored and appended before the next chunk is read; only the set of finished sample ids is kept
+(harness/run/full.py).
 
 Tasks driven by another harness (lm-eval) are "external": they produce their own rows through the same store,
 record and resume logic. Every check of the plan (harness/planning.py) runs before the store opens and before
@@ -22,40 +22,23 @@ trainer, base model), read from the ctxbench_manifest.json beside its weights.
 
 from __future__ import annotations
 
-import collections
 import datetime as dt
 import json
 import os
 import platform
 import sys
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from ctxbench.harness.core import datasets
+from ctxbench.harness.adaptive_checks import check_sequential
 from ctxbench.harness.core.config import Suite
 from ctxbench.harness.core.identity import backend_execution_args
-from ctxbench.harness.core.metrics import is_empty
-from ctxbench.harness.core.progress import progress
 from ctxbench.harness.core.provenance import plugins_used, versions
-from ctxbench.harness.core.reasoning import UNFINISHED, opened_in_prompt
 from ctxbench.harness.core.redact import redact_all
-from ctxbench.harness.core.rows import Row
-from ctxbench.harness.core.signals import Interrupted
-from ctxbench.harness.core.store import RunStore, error_reason
-from ctxbench.harness.core.types import (
-    Generation,
-    Prediction,
-    Request,
-    RunRecord,
-    Sample,
-    TokenLogprobs,
-    repeat_id,
-)
-from ctxbench.harness.plan_size import chunk_size
+from ctxbench.harness.core.store import RunStore
+from ctxbench.harness.core.types import RunRecord
 from ctxbench.harness.planning import (  # noqa: F401 - Cell, plan_cells, model_fingerprint: re-exported
     Cell,
     Prepared,
@@ -66,48 +49,9 @@ from ctxbench.harness.planning import (  # noqa: F401 - Cell, plan_cells, model_
     plan_cells,
     prepare,
 )
-
-
-@dataclass
-class RunOutcome:
-    """What a run did: planned samples (this shard), how many are done, and errors by reason."""
-
-    store: RunStore
-    planned: int
-    done: int = 0
-    errors: collections.Counter = field(default_factory=collections.Counter)
-    interrupted: bool = False
-    unfinished: int = 0  # samples whose reasoning never closed (thinking_unfinished): scored 0, never retried
-
-    @property
-    def failed(self) -> int:
-        return sum(self.errors.values())
-
-
-class RunInterrupted(Interrupted):
-    """Ctrl-C or SIGTERM during a run; carries where it stopped."""
-
-    def __init__(self, outcome: RunOutcome):
-        super().__init__(f"interrupted at {outcome.done}/{outcome.planned}")
-        self.outcome = outcome
-
-
-def chunks(items: Iterable[Sample], size: int) -> Iterator[list[Sample]]:
-    buf: list[Sample] = []
-    for item in items:
-        buf.append(item)
-        if len(buf) >= size:
-            yield buf
-            buf = []
-    if buf:
-        yield buf
-
-
-def request(s: Sample, gen: Generation = Generation(), template_kwargs: dict[str, Any] | None = None,
-            repeat: int = 0) -> Request:
-    return Request(repeat_id(s.id, repeat), s.prompt, s.max_new_tokens, s.add_special_tokens, s.prompt_tokens, s.user_text, s.answer_prefix,
-                   thinking=gen.on, max_thinking_tokens=gen.thinking_budget, system_prompt=gen.system_prompt,
-                   sampling=gen.gen_kwargs, repeat=repeat, turns=s.turns, template_kwargs=tuple(sorted((template_kwargs or {}).items())))
+from ctxbench.harness.run.full import FullSchedule
+from ctxbench.harness.run.loop import RunInterrupted, RunOutcome, drive
+from ctxbench.harness.run.sequential import SequentialSchedule, lengths_of
 
 
 def build_backend(plan: RunPlan, truncation: str) -> Any:
@@ -168,10 +112,11 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
         ended = "failed"
         try:
             if plan.until is not None:  # sequential: round by round until each length's verdict is settled
-                from ctxbench.harness.adaptive_run import score_rounds
-
-                cells = score_rounds(cells, done, backend, ready, store, outcome, console)
-            _score_cells(cells, done, backend, ready, store, outcome, console)
+                rounds = SequentialSchedule(cells, done, backend, ready, store)
+                drive(rounds, backend, ready, store, outcome, console)
+                cells = rounds.rest()  # losses, and samples past a length's smallest N: scored at fixed N
+            if cells:
+                drive(FullSchedule(cells, done, backend, ready), backend, ready, store, outcome, console)
             if plan.shard[0] == 0:  # external tasks (lm-eval) run whole, in the first shard only
                 _run_external(ready.external, plan.suite, backend, ready.renderer, store, console)
             ended = "finished" if not outcome.failed else "failed"
@@ -187,9 +132,6 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
 def _sequential_done(ready: Prepared, console: Console) -> bool:
     """A sequential run whose every length has stopped under its rule needs no weights (checked before they load);
     what a sequential run cannot guarantee is refused first (harness/adaptive_checks.py)."""
-    from ctxbench.harness.adaptive_checks import check_sequential
-    from ctxbench.harness.adaptive_run import lengths_of
-
     lengths, rest = lengths_of(ready.cells, ready.store, ready.plan.until)
     check_sequential(ready, lengths)  # clusters, a changed --alpha, --vs's pairs: refused before anything is written
     if rest or not all(x.final for x in lengths):
@@ -252,55 +194,6 @@ def execution(plan: RunPlan, info: dict[str, Any], secrets: list[str]) -> dict[s
     return redact_all(settings, secrets)
 
 
-def _score_cells(cells, done, backend, ready: Prepared, store, outcome: RunOutcome, console) -> None:
-    """Score every cell. The bar's total is prompt tokens (a 128K sample is far more work than a 4K one, so the
-    ETA is right across lengths); it advances after every batch (one sample on CPU) and shows samples done."""
-    ctx, suite, gen, name = ready.ctx, ready.plan.suite, ready.plan.generation, ready.plan.label or ready.plan.model
-    template_kwargs = ready.renderer.template_kwargs
-    batch_size = max(1, int(getattr(backend, "batch_size", 1)))
-    if not cells:
-        return
-    work = sum(len(c.indices) * c.length for c in cells)
-    finished = sum(c.length for c in cells for j in c.indices if not _missing(c, j, done))
-    with progress(console, count="{task.fields[samples]}") as bar:
-        job = bar.add_task(f"scoring {name}", total=work, completed=finished, samples=_count(outcome))
-        for cell in cells:
-            todo = [j for j in cell.indices if _missing(cell, j, done)]
-            if not todo:
-                continue
-            bar.update(job, description=f"scoring {name} · {cell.task.name} @ {cell.length}")
-            samples = datasets.iter_samples(cell.task, length=cell.length, indices=todo, seed=suite.seed, ctx=ctx)
-            for chunk in chunks(samples, chunk_size(cell.length, batch_size)):
-                chunk.sort(key=lambda s: s.prompt)  # shared prefixes adjacent (prefix caches); one length per chunk
-                for start in range(0, len(chunk), batch_size):
-                    batch = chunk[start: start + batch_size]
-                    if cell.task.needs == "prompt_logprobs":
-                        rows = _logprob_rows(cell.task, batch, backend)
-                    else:
-                        asks = [(s, r) for s in batch for r in range(cell.repeats) if repeat_id(s.id, r) not in done]
-                        preds = backend.generate([request(s, gen, template_kwargs, r) for s, r in asks])
-                        rows = [_row(cell.task, s, p, gen, ctx.tokenizer, r) for (s, r), p in zip(asks, preds)]
-                    store.append(rows)
-                    for r in rows:
-                        if r.error:
-                            outcome.errors[error_reason(r.error)] += 1
-                        else:
-                            outcome.done += 1
-                            outcome.unfinished += r.extra.get("failure") == UNFINISHED
-                    bar.update(job, advance=cell.length * len(batch), samples=_count(outcome))
-
-
-def _missing(cell: Cell, index: int, done) -> bool:
-    """Whether some repeat of the cell's sample `index` has no row yet."""
-    sid = f"{cell.task.name}@{cell.length}#{index}"
-    return any(repeat_id(sid, r) not in done for r in range(cell.repeats))
-
-
-def _count(outcome: RunOutcome) -> str:
-    failed = f", {outcome.failed} failed" if outcome.failed else ""
-    return f"{outcome.done}/{outcome.planned} samples{failed}"
-
-
 def _run_external(tasks: list[Any], suite: Suite, backend, renderer, store: RunStore, console: Console) -> None:
     """Tasks driven by another harness (lm-eval) produce their own rows; skipped once stored."""
     for task in tasks:
@@ -309,73 +202,3 @@ def _run_external(tasks: list[Any], suite: Suite, backend, renderer, store: RunS
         rows = task.run_external(backend=backend, renderer=renderer, limit=None, seed=suite.seed, console=console)
         store.append(rows)
         task.write_aggregates(store.dir)
-
-
-def _logprob_rows(task, batch: list[Sample], backend) -> list[Row]:
-    """Perplexity rows: every window of the batch's samples in one call, then each sample's sums and buckets."""
-    windows = [task.logprob_requests(s) for s in batch]
-    results = iter(backend.token_logprobs([w for ws in windows for w in ws]))
-    rows = []
-    for s, ws in zip(batch, windows):
-        got: list[TokenLogprobs] = [next(results) for _ in ws]
-        error = next((r.error for r in got if r.error), None)
-        scored = {} if error else dict(task.score_logprobs(s, got))
-        rows.append(Row(id=s.id, task=s.task, category=task.category, length=s.length, index=s.index,
-                        prompt_hash=s.prompt_hash, prompt_tokens=s.prompt_tokens, seconds=round(sum(r.seconds for r in got), 4),
-                        metric=s.metric, score=scored.pop("score", None), error=error, cluster=s.meta.get("cluster"),
-                        meta={k: v for k, v in s.meta.items() if k not in ("token_ids", "cluster")},
-                        extra={"windows": len(ws), **scored}))
-    return rows
-
-
-
-
-def _thinking(task, s: Sample, p: Prediction, tokenizer: Any) -> tuple[str, bool, dict[str, Any]]:
-    """Thinking mode: (the answer, whether the reasoning closed, the row's reasoning fields). The reasoning is
-    stripped before scoring, as the task splits it (Task.split_thinking), and stored beside the answer with its
-    token count: the backend's own count, else every generated token for a block that never closed, else the
-    model's tokenizer on the reasoning as written (delimiters included). A block that never closed is a failed
-    sample (`failure: thinking_unfinished`): it counts 0 in its cell's denominator, its text is never scored, and a
-    rerun does not retry it."""
-    split = task.split_thinking(p.text, s, api_reasoning=p.reasoning, opened=opened_in_prompt(s.prompt))
-    tokens = p.reasoning_tokens
-    if not split.reasoning:
-        tokens = 0
-    elif tokens is None and not split.finished and split.form != "api":
-        tokens = p.generated_tokens
-    elif tokens is None:
-        tokens = len(tokenizer(split.reasoning, add_special_tokens=False)["input_ids"])
-    fields = {"reasoning": split.reasoning, "reasoning_tokens": int(tokens), "reasoning_format": split.form,
-              "answer_tokens": max(p.generated_tokens - int(tokens), 0)}
-    return split.answer, split.finished, fields if split.finished else {**fields, "failure": UNFINISHED}
-
-
-def _row(task, s: Sample, p: Prediction, gen: Generation = Generation(), tokenizer: Any = None,
-         repeat: int = 0) -> Row:
-    """A sample's row; in thinking mode the reasoning is split off first (_thinking) and only the answer is scored."""
-    answer, finished, thinking = _thinking(task, s, p, tokenizer) if gen.on and not p.error else (p.text, True, {})
-    score, judged, failed = (None, {}, None) if p.error else _score(task, answer, s) if finished else (0.0, {}, None)
-    return Row(
-        id=repeat_id(s.id, repeat), task=s.task, category=task.category, length=s.length, index=s.index,
-        depths=s.depths, prompt_hash=s.prompt_hash, prompt_tokens=p.prompt_tokens or s.prompt_tokens,
-        max_new_tokens=s.max_new_tokens, prediction=answer, generated_tokens=p.generated_tokens,
-        seconds=round(p.seconds, 4), metric=s.metric, score=score, empty=is_empty(answer), answers=s.answers,
-        truncated_tokens=p.truncated_tokens, error=p.error or failed, depth=s.meta.get("depth"),
-        position=s.meta.get("position"),
-        cluster=s.meta.get("cluster"),  # samples sharing a haystack or document (None: independent); stats.py
-        meta={k: v for k, v in s.meta.items() if k not in ("depth", "position", "user_text", "cluster")},
-        extra={
-            "timing": p.timing,
-            "prefill_seconds": None if p.prefill_seconds is None else round(p.prefill_seconds, 4),
-            "decode_seconds": None if p.decode_seconds is None else round(p.decode_seconds, 4),
-            **thinking,  # reasoning, reasoning_tokens, reasoning_format, answer_tokens, failure (docs/thinking.md)
-            **({"repeat": repeat} if gen.repeats > 1 else {}),  # which generation of the sample (--repeats)
-            **({"over_budget": p.over_budget} if p.over_budget else {}),  # a server ignored max_tokens: cut to it
-            **judged,  # an LLM judge's model, version and verdict (tasks/judge.py)
-        })
-
-
-def _score(task, answer: str, s: Sample) -> tuple[float | None, dict[str, Any], str | None]:
-    """(score, extra row fields, error): a task that scores through a paid judge (score_row) may fail, and then the
-    sample is an error row that a rerun retries, never a 0."""
-    return task.score_row(answer, s)

@@ -264,9 +264,9 @@ def test_the_newline_option_is_part_of_the_task_identity():
 
 
 def test_the_runner_scores_thinking_rows_with_helmets_split(smol_tokenizer):
-    """harness/runner.py asks the task how to split: HELMET's unclosed block is scored, not thinking_unfinished."""
+    """harness/run/batch.py asks the task how to split: HELMET's unclosed block is scored, not thinking_unfinished."""
     from ctxbench.harness.core.types import Generation, Prediction
-    from ctxbench.harness.runner import _row
+    from ctxbench.harness.run.batch import sample_row as _row
 
     task = registry.get("task", "helmet/rag_nq")()
     sample = _sample(task, ["Paris"], "thinking")

@@ -325,13 +325,13 @@ def dict_keys(module, *, function: str | None = None, target: str | None = None)
 
 def row_keys() -> list[str]:
     """The keys of a sample row: the fields of Row (harness/core/rows.py), then those the generation loop adds (the
-    dict literal harness/runner.py's `_row` passes as `extra=`)."""
+    dict literal harness/run/batch.py's `sample_row` passes as `extra=`)."""
     import ast
 
-    from ctxbench.harness import runner
     from ctxbench.harness.core.rows import FIELDS
+    from ctxbench.harness.run import batch
 
-    fn = next(n for n in ast.walk(ast.parse(inspect.getsource(runner))) if isinstance(n, ast.FunctionDef) and n.name == "_row")
+    fn = next(n for n in ast.walk(ast.parse(inspect.getsource(batch))) if isinstance(n, ast.FunctionDef) and n.name == "sample_row")
     extra = next(k.value for k in ast.walk(fn) if isinstance(k, ast.keyword) and k.arg == "extra" and isinstance(k.value, ast.Dict))
     return [f.name for f in FIELDS] + [k.value for k in extra.keys if isinstance(k, ast.Constant)] + list(OPTIONAL_ROW_KEYS)
 

@@ -178,7 +178,7 @@ if __name__ == "__main__":  # the published figures: python tests/leaderboard/te
 
 def test_unequal_n_capped_at_the_smallest_n_holds_alpha():
     """Issue 31 item 4: N = 500 at p = 1 beside N = 20 at p = .6 (score 80.0). Betting on rounds past 20 (task one
-    alone) settled "above 85.6" in every run; capped at the smallest N (harness/adaptive_run.Length.n) the rounds'
+    alone) settled "above 85.6" in every run; capped at the smallest N (harness/run/sequential.Length.n) the rounds'
     mean is the score, and a wrong "above" stays under α."""
     seeds = np.arange(2000, dtype=np.uint64)
     rounds = np.stack([np.ones((seeds.size, 20)), (sample_uniform(seeds[:, None], 1, 0, np.arange(20)) < 0.6)],

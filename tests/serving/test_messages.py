@@ -74,7 +74,7 @@ def test_a_conversation_is_fitted_from_exact_counts(smol_tokenizer):
 def test_chat_api_receives_the_turns(stub_server, smol_tokenizer, monkeypatch):
     from ctxbench.harness.backends.openai_compat import OpenAIBackend
     from ctxbench.harness.core import models
-    from ctxbench.harness.runner import request
+    from ctxbench.harness.run.batch import request
 
     monkeypatch.setattr(models, "load_tokenizer", lambda spec: smol_tokenizer)
     stub = stub_server()
