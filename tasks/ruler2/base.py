@@ -49,11 +49,11 @@ class Ruler2Task(Task):
         """Prompt tokens a sample may take."""
         return length if self.args.prompt_fills_length else length - self.args.tokens_to_generate
 
-    def fit(self, ctx: GenContext, *, length: int, build: Callable[[int], tuple], cum: np.ndarray, min_units: int) -> Fitted:
-        """The largest n whose prompt fits; cum[n] estimates the tokens of n haystack units (cum holds enough of them)."""
-        return fit_units(budget=self.budget(length), build=build, estimate=lambda n: float(cum[n]),
-                         count=ctx.count, count_short=ctx.count_short, state=self.fit_state(ctx, length),
-                         max_units=len(cum) - 1, min_units=min_units, what=self.name)
+    def fit(self, ctx: GenContext, *, length: int, build: Callable[[int], tuple], estimate: Callable[[int], float],
+            max_units: int, min_units: int) -> Fitted:
+        """The largest n <= max_units whose prompt fits; estimate(n) predicts the tokens n haystack units add."""
+        return fit_units(budget=self.budget(length), build=build, estimate=estimate, count=ctx.count, count_short=ctx.count_short,
+                         state=self.fit_state(ctx, length), max_units=max_units, min_units=min_units, what=self.name)
 
 
 def growing_costs(ctx: GenContext, piece: Callable[[int], str], budget: int, limit: int | None = None) -> np.ndarray:

@@ -77,6 +77,6 @@ class Ruler2Documents(Ruler2Task):
         cum = growing_costs(ctx, lambda i: "\n\n" + DOCUMENT.format(i="1234567", text=paragraph(i)), self.budget(length))
         # the distractor paragraphs join as soon as there is one haystack paragraph
         cum[1:] += float(ctx.piece_counts(["\n\n" + DOCUMENT.format(i="1234567", text=t) for t in q.distractors]).sum())
-        fitted = self.fit(ctx, length=length, build=build, cum=cum, min_units=0)
+        fitted = self.fit(ctx, length=length, build=build, estimate=lambda n: float(cum[n]), max_units=len(cum) - 1, min_units=0)
         return self.make_sample(length=length, index=index, text=fitted.text, tokens=fitted.tokens, answers=fitted.extra,
                                 meta={"haystack_units": fitted.n, "question": index % len(data.questions)})

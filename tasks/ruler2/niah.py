@@ -9,6 +9,8 @@ needles go in at random line positions (distinct, inserted from the last), and t
 from __future__ import annotations
 
 import math
+import random
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -42,15 +44,49 @@ def number(rng, digits: int) -> str:
     return str(rng.randint(10 ** (digits - 1), 10**digits - 1))
 
 
-def distractor_lines(rng, n: int, num_values: int, digits: int) -> list[str]:
-    """prepare_niah.py's needle haystack of n lines (keys in groups of num_values when num_values > 1)."""
-    if num_values == 1:
-        return [NIAH_LINE.format(type_v="numbers", key=random_key(rng), value=number(rng, digits)) for _ in range(n)]
-    values = [number(rng, digits) for _ in range(n)]
-    keys = ([random_key(rng) for _ in range(math.ceil(n / num_values))] * num_values)[:n]
-    lines = [NIAH_LINE.format(type_v="numbers", key=k, value=v) for k, v in zip(keys, values)]
-    rng.shuffle(lines)
-    return lines
+@dataclass(frozen=True)
+class Distractors:
+    """prepare_niah.py's needle haystack, drawn once per sample as independent keys and values: n lines take the first
+    n values and the first n keys (one value each) or the first ceil(n / num_values) keys, listed num_values times and
+    cut to n, then shuffled, which is the official draw for n. Each line's tokens are known from its key's and value's,
+    so the fit predicts a size's tokens exactly where the tokenizer is additive at the spaces around them."""
+
+    keys: list[str]
+    values: list[str]
+    num_values: int
+    key_costs: np.ndarray  # cumulative, cum[0] = 0: tokens of "\n" + a line with this key and a reference value
+    value_costs: np.ndarray  # cumulative: the same with a reference key and this value
+    reference: int  # tokens of "\n" + the line with the reference key and value
+
+    def key_count(self, n: int) -> int:
+        return n if self.num_values == 1 else math.ceil(n / self.num_values)
+
+    def lines(self, rng, n: int) -> list[str]:
+        k = self.key_count(n)
+        keys = self.keys[:n] if self.num_values == 1 else (self.keys[:k] * self.num_values)[:n]
+        lines = [NIAH_LINE.format(type_v="numbers", key=key, value=v) for key, v in zip(keys, self.values[:n])]
+        if self.num_values > 1:
+            rng.shuffle(lines)
+        return lines
+
+    def estimate(self, n: int) -> float:
+        k = self.key_count(n)
+        rounds, rest = divmod(n, k) if k else (0, 0)
+        keys = rounds * self.key_costs[k] + self.key_costs[rest]  # keys 0..rest-1 appear once more than the others
+        return float(keys + self.value_costs[n] - n * self.reference)
+
+
+def distractors(ctx: GenContext, rng, units: int, num_values: int, digits: int) -> Distractors:
+    values = [number(rng, digits) for _ in range(units)]
+    keys = [random_key(rng) for _ in range(units if num_values == 1 else math.ceil(units / num_values))]
+    ref_key, ref_value = "reference-key", "1" * digits
+
+    def cum(pieces: list[str]) -> np.ndarray:
+        return np.concatenate([[0.0], np.cumsum(ctx.piece_counts(pieces)).astype(float)])
+
+    line = lambda k, v: "\n" + NIAH_LINE.format(type_v="numbers", key=k, value=v)  # noqa: E731
+    return Distractors(keys, values, num_values, cum([line(k, ref_value) for k in keys]), cum([line(ref_key, v) for v in values]),
+                       int(ctx.piece_counts([line(ref_key, ref_value)])[0]))
 
 
 def insert_needles(rng, lines: list[str], needles: list[str]) -> list[str]:
@@ -77,16 +113,18 @@ class Ruler2Niah(Ruler2Task):
         layout_seed = rng.getrandbits(64)
         single = a.num_values == 1
 
+        budget = self.budget(length)
+        probe = random.Random(0)
+        shortest = ctx.piece_counts(["\n" + NIAH_LINE.format(type_v="numbers", key=random_key(probe), value=number(probe, a.num_digits))
+                                     for _ in range(64)]).min()
+        units = max(len(needles), int(budget / max(shortest * 0.8, 1.0)) + 8)  # more lines than can fit
+        pool = distractors(ctx, random.Random(layout_seed), units, a.num_values, a.num_digits)
+
         def build(n: int):
             r = unit_rng(layout_seed, n)
-            lines = insert_needles(r, distractor_lines(r, n, a.num_values, a.num_digits), needles)
+            lines = insert_needles(r, pool.lines(r, n), needles)
             return self.render(ctx, niah_text(lines, key, single=single)), []
 
-        budget = self.budget(length)
-        probe = distractor_lines(unit_rng(layout_seed, -1), 64, a.num_values, a.num_digits)
-        per_line = float(ctx.piece_counts(["\n" + x for x in probe]).mean())
-        units = int(budget / max(per_line * 0.5, 1.0)) + 8
-        cum = np.arange(units + 1, dtype=float) * per_line
-        fitted = self.fit(ctx, length=length, build=build, cum=cum, min_units=len(needles))
+        fitted = self.fit(ctx, length=length, build=build, estimate=pool.estimate, max_units=units, min_units=len(needles))
         return self.make_sample(length=length, index=index, text=fitted.text, tokens=fitted.tokens, answers=values,
                                 meta={"haystack_units": fitted.n})

@@ -115,6 +115,6 @@ class Ruler2Questions(Ruler2Task):
 
         cum = growing_costs(ctx, lambda i: "\n\n" + QUESTION.format(i="1234567", question=question(i).text),
                             self.budget(length))
-        fitted = self.fit(ctx, length=length, build=build, cum=cum, min_units=a.fewshot)
+        fitted = self.fit(ctx, length=length, build=build, estimate=lambda n: float(cum[n]), max_units=len(cum) - 1, min_units=a.fewshot)
         return self.make_sample(length=length, index=index, text=fitted.text, tokens=fitted.tokens, answers=fitted.extra,
                                 meta={"haystack_units": fitted.n, "mmlu_answer": target_q.answer})

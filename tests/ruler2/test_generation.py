@@ -125,3 +125,13 @@ def test_intended_box_is_a_recorded_option(ctx):
     meant = task("mk_niah_hard", intended_box=True)
     assert meant.args_json()["intended_box"] is True and "inside \\boxed\\{\\}." in ran.user_text
     assert "inside \\boxed{}." in meant.generate(length=2048, index=0, seed=0, ctx=ctx).user_text
+
+
+@pytest.mark.parametrize("name", ["mk_niah_basic", "mv_niah_basic"])
+def test_needle_lines_are_costed_exactly(name, ctx):
+    """Each line's tokens come from its key's and value's, so the fit's first full count is the final one."""
+    t = task(name)
+    for index in range(3):
+        before = ctx.full_tokenizations
+        t.generate(length=4096, index=index, seed=11, ctx=ctx)
+        assert ctx.full_tokenizations - before == 1
