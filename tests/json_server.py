@@ -101,13 +101,16 @@ class BatchStandIn:
     GET /batches, GET /batches/{id}, GET /files/{id}/content, and GET /models. `answer(body)` scripts each request:
     a completion body, or a string (that request's error line). While `hold` is set, batches stay in_progress; once
     it is cleared a batch completes at its next poll. `paid` counts, per custom_id, the requests of every batch
-    created (what a provider bills); `created` is set when the first batch exists and `polled` at its first poll."""
+    created (what a provider bills); `created` is set when the first batch exists and `polled` at its first poll.
+    `create_faults` scripts the next POST /batches calls: "lose" creates the batch but answers 500 (a reply lost on
+    the way), "refuse" answers 503 and creates nothing."""
 
     def __init__(self, answer: Callable[[dict], dict | str], *, model: str = "stub", context: int = 8192,
                  batches: bool = True):
         import collections
 
         self.answer, self.hold, self.batches_served = answer, False, batches
+        self.create_faults: list[str] = []
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict] = {}
         self.paid: collections.Counter = collections.Counter()
@@ -185,13 +188,16 @@ class BatchStandIn:
         lines = [json.loads(x) for x in self.files.get(request.get("input_file_id"), b"").splitlines() if x.strip()]
         if not lines:
             return 400, {"error": {"message": "input_file_id: no such file"}}
+        fault = self.create_faults.pop(0) if self.create_faults else ""
+        if fault == "refuse":
+            return 503, {"error": {"message": "try again later"}}
         self.paid.update(x["custom_id"] for x in lines)
         name = f"batch-{len(self.batches)}"
         self.batches[name] = {"id": name, "object": "batch", "endpoint": request["endpoint"], "status": "in_progress",
                               "input_file_id": request["input_file_id"], "output_file_id": None, "error_file_id": None,
                               "request_counts": {"total": len(lines), "completed": 0, "failed": 0}}
         self.created.set()
-        return 200, self.batches[name]
+        return (500, {"error": {"message": "reply lost"}}) if fault == "lose" else (200, self.batches[name])
 
     def _poll(self, name: str) -> dict:
         batch = self.batches[name]

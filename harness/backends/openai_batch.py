@@ -138,7 +138,8 @@ class BatchMode:
         except (Permanent, Transient) as e:
             if isinstance(e, Permanent):  # refused by the server: a rerun starts these requests over
                 journal.write({"collected": sorted(ids.values())})
-            results = {cid: f"batch: {self._clean(e)}" for cid in ids.values()}
+            why = self._clean(e) if isinstance(e, Permanent) else f"gave up after {self.max_retries + 1} attempts: {self._clean(e)}"
+            results = dict.fromkeys(ids.values(), why)
             return [p if isinstance(p, Prediction) else self._batch_prediction(p, results[ids[i]], 0.0)
                     for i, p in enumerate(prepared)]
         share = (time.perf_counter() - start) / max(len(ids), 1)
@@ -183,16 +184,27 @@ class BatchMode:
     async def _create(self, file_id: str, endpoint: str, journal: Journal, *, adopt: bool) -> str:
         """The batch over an uploaded file: one the server already has for it (`adopt`: a file of a run killed before
         it recorded its batch), or a new one. Recorded at once."""
-        listing = await self._http("GET", f"{self.base_url}/batches?limit=100") if adopt else {}
-        found = [b.get("id") for b in listing.get("data") or [] if isinstance(b, dict) and b.get("input_file_id") == file_id]
-        if found and isinstance(found[0], str):
-            batch_id = found[0]
-        else:
-            body = {"input_file_id": file_id, "endpoint": endpoint, "completion_window": "24h",
-                    "metadata": {"source": "ctxbench"}}
-            batch_id = (await self._http("POST", f"{self.base_url}/batches", json_body=body, parse=_batch)).id
+        batch_id = await self._existing(file_id) if adopt else None
+        body = {"input_file_id": file_id, "endpoint": endpoint, "completion_window": "24h", "metadata": {"source": "ctxbench"}}
+        attempt = 0
+        while batch_id is None:
+            try:  # creating is the one call that is paid for: never retried blindly (the reply may be lost, not the batch)
+                batch_id = _batch(await self._http_once("POST", f"{self.base_url}/batches", body, None, None, False)).id
+            except Transient as e:
+                batch_id = await self._existing(file_id)
+                if batch_id is None and attempt >= self.max_retries:
+                    raise
+                if batch_id is None:
+                    await self._sleep(self._delay(attempt, e.delay))
+                attempt += 1
         journal.write({"submitted": file_id, "batch": batch_id})
         return batch_id
+
+    async def _existing(self, file_id: str) -> str | None:
+        """The id of a batch the server already runs over this file (GET /batches), else None."""
+        listing = await self._http("GET", f"{self.base_url}/batches?limit=100")
+        found = [b.get("id") for b in listing.get("data") or [] if isinstance(b, dict) and b.get("input_file_id") == file_id]
+        return found[0] if found and isinstance(found[0], str) else None
 
     async def _await_batches(self, batch_ids: list[str]) -> dict[str, Batch]:
         """Poll every `batch_poll_interval` seconds until each batch has ended (a line whenever one changes)."""

@@ -36,11 +36,11 @@ class Script:
         return {"choices": [{"index": 0, "text": "The number is 1.", "finish_reason": "stop"}], "usage": USAGE}
 
 
-def argv(stand_in: BatchStandIn, suite, store, data_dir, *more: str) -> list[str]:
+def argv(stand_in: BatchStandIn, suite, store, data_dir, *more: str, retries: int = 0) -> list[str]:
     return ["score", "--backend", "openai", "--model", "smollm2-135m", "--suite", str(suite), "--store", str(store),
             "--data-dir", str(data_dir), "--backend-arg", f"base_url={stand_in.url}", "--backend-arg", "served_model=stub",
-            "--backend-arg", "context_length=8192", "--backend-arg", "batch_api=true", "--backend-arg", "max_retries=0",
-            "--backend-arg", "batch_poll_interval=0.05", *more]
+            "--backend-arg", "context_length=8192", "--backend-arg", "batch_api=true", "--backend-arg", f"max_retries={retries}",
+            "--backend-arg", "backoff=0", "--backend-arg", "batch_poll_interval=0.05", *more]
 
 
 def rows_of(store) -> list[dict]:
@@ -83,6 +83,42 @@ def test_a_run_in_batch_mode_sends_one_batch_and_an_error_line_is_retried_by_a_r
         assert sum(stand_in.paid.values()) == 6 + len(failed)  # the rerun paid for the failed requests only
         rows = rows_of(store)
         assert len(rows) == 6 and not [r for r in rows if r["error"]]
+    finally:
+        forget(stand_in)
+        stand_in.server.shutdown()
+
+
+def test_a_batch_whose_creation_reply_is_lost_is_found_again_not_created_twice(data_dir, tmp_path, suite, ctxbench):
+    """Creating a batch is the paid call: a lost reply (500) is not retried blindly; the server's batch over the
+    uploaded file is found (GET /batches) and polled."""
+    stand_in = BatchStandIn(Script())
+    stand_in.create_faults = ["lose"]
+    store = tmp_path / "runs"
+    try:
+        code, _, err = ctxbench(*argv(stand_in, suite, store, data_dir, retries=2))
+        assert code == 0, err
+        assert len(stand_in.batches) == 1 and sorted(stand_in.paid.values()) == [1] * 6
+        assert len(rows_of(store)) == 6
+    finally:
+        forget(stand_in)
+        stand_in.server.shutdown()
+
+
+def test_an_uploaded_file_whose_batch_was_refused_becomes_a_batch_on_rerun(data_dir, tmp_path, suite, ctxbench):
+    """The server refused to create the batch (503, retries used up): error rows; the rerun creates the batch over
+    the file already uploaded (no second upload) and pays for each request once."""
+    stand_in = BatchStandIn(Script())
+    stand_in.create_faults = ["refuse"]
+    store = tmp_path / "runs"
+    try:
+        code, _, err = ctxbench(*argv(stand_in, suite, store, data_dir))
+        assert code == 3 and not stand_in.batches and "HTTP 503" in err, err
+        uploads = len(stand_in.files)
+        code, _, err = ctxbench(*argv(stand_in, suite, store, data_dir))
+        assert code == 0, err
+        assert uploads == 1 and stand_in.batches["batch-0"]["input_file_id"] == "file-0"
+        assert len(stand_in.batches) == 1 and sorted(stand_in.paid.values()) == [1] * 6
+        assert not [r for r in rows_of(store) if r["error"]]
     finally:
         forget(stand_in)
         stand_in.server.shutdown()
