@@ -1,7 +1,7 @@
 """Writes the hand-made LongBench Pro fixture (longbenchpro/longbench_pro.json): for each of the 25 secondary tasks,
 two records at the official level 8k and one at 16k, in the official record format (the hub file's fields), with
 short invented documents (no official text). English and Chinese alternate; the two 8k records of a task share one
-document (a cluster), the 16k record has its own. Run from the repo root: python3 tests/longbenchpro/data/make_fixture.py
+document (a cluster), the 16k record has its own (led by whitespace, which the official prompt strips). Run from the repo root: python3 tests/longbenchpro/data/make_fixture.py
 """
 
 from __future__ import annotations
@@ -31,15 +31,15 @@ def document(english: bool, task: int, n: int) -> str:
                      for i in range(6))
 
 
-def question(english: bool, official: str, thinking: bool) -> str:
+def question(english: bool, official: str, thinking: bool, k: int) -> str:
     if english:
-        head = f"Task ({official}): answer from the document above."
+        head = f"Task ({official}), question {k + 1}: answer from the document above."
         tail = ("Think step by step, then give the final answer after [Answer], one item per line." if thinking
                 else "Give only the final answer after [Answer], one item per line, without explanation.")
     else:
-        head = f"任务（{official}）：根据上文作答。"
+        head = f"任务（{official}）第{k + 1}题：根据上文作答。"
         tail = "请逐步思考，然后在[答案]之后给出最终答案，每行一项。" if thinking else "只在[答案]之后给出最终答案，每行一项，不要解释。"
-    return f"{head}\n{tail}"
+    return f"{head}\n{tail}\n"  # a trailing newline: the official prompt is stripped
 
 
 def records() -> list[dict]:
@@ -48,12 +48,12 @@ def records() -> list[dict]:
         for k, level in enumerate(("8k", "8k", "16k")):
             english = (t % 2 == 0) == (level == "8k")
             out.append({
-                "id": f"fixture-{t + 1:02d}-{k}", "context": document(english, t + 1, 0 if level == "8k" else 1),
+                "id": f"fixture-{t + 1:02d}-{k}", "context": ("" if level == "8k" else "\n ") + document(english, t + 1, 0 if level == "8k" else 1),
                 "language": "English" if english else "Chinese", "token_length": level,
                 "primary_task": spec.code.split(".")[0] + ". (fixture)", "secondary_task": spec.official,
                 "contextual_requirement": "Full" if k else "Partial", "difficulty": "Easy",
-                "question_nonthinking": question(english, spec.official, False),
-                "question_thinking": question(english, spec.official, True),
+                "question_nonthinking": question(english, spec.official, False, k),
+                "question_thinking": question(english, spec.official, True, k),
                 "answer": ANSWERS[spec.metric][0 if english else 1],
             })
     return out
