@@ -135,3 +135,14 @@ def test_needle_lines_are_costed_exactly(name, ctx):
         before = ctx.full_tokenizations
         t.generate(length=4096, index=index, seed=11, ctx=ctx)
         assert ctx.full_tokenizations - before == 1
+
+
+def test_sequential_scoring_accepts_independent_samples(ctxbench, tmp_path, monkeypatch):
+    """No cluster ids (every sample draws its own haystack): --until holds its guarantee and runs."""
+    monkeypatch.delenv("CTXBENCH_DATA_DIR", raising=False)
+    code, _, err = ctxbench("score", "--backend", "echo", "--model", "smollm2-135m", "--suite", "ruler2-quick",
+                            "--tasks", "ruler2/mk_niah_basic,ruler2/qa_hard", "--lengths", "2048", "--until", "width=10",
+                            "--data-dir", str(DATA), "--store", str(tmp_path / "runs"))
+    assert code == 0, err
+    adaptive = json.loads(next((tmp_path / "runs").rglob("adaptive.json")).read_text())
+    assert adaptive["rule"]["until"] == "width" and adaptive["lengths"]["2048"]["tasks"] == ["ruler2/mk_niah_basic", "ruler2/qa_hard"]
