@@ -31,7 +31,7 @@ from ctxbench.tasks.realdata import hub_file
 HUB = "caskcsg/LongBench-Pro"
 REVISION = "4996884deae51f5e5d23c88da9d857fc54e5fa15"  # the dataset's commit this task reads by default
 EMBEDDING_MODEL = "Qwen/Qwen3-Embedding-8B"  # the official Summary metric's embedding model
-MAX_NEW_TOKENS = 2048
+MAX_NEW_TOKENS = 1024  # the official protocol's output length for non-thinking scores (README: 1k; 8k thinking)
 
 
 class LongbenchProArgs(TaskArgs):
@@ -46,8 +46,8 @@ class LongbenchProArgs(TaskArgs):
     language: Literal["all", "English", "Chinese"] = Field("all", description="keep the items of one language (official: all)")
     limit: int | None = Field(None, ge=1, description="score at most the first N items of each length (official order); "
                               "default: the suite's samples")
-    max_new_tokens: int = Field(MAX_NEW_TOKENS, ge=1, description="tokens the answer may take (the official run gives "
-                                "32768, thinking included; counted in an item's size under bins: tokens)")
+    max_new_tokens: int = Field(MAX_NEW_TOKENS, ge=1, description="tokens the answer may take (the official protocol: "
+                                "1k for non-thinking scores; counted in an item's size under bins: tokens)")
 
 
 class SummaryArgs(LongbenchProArgs):
