@@ -169,3 +169,41 @@ def test_a_run_killed_while_its_batch_is_pending_resumes_it_and_pays_for_no_requ
     finally:
         forget(stand_in)
         stand_in.server.shutdown()
+
+
+def test_sequential_scoring_sends_each_round_as_its_own_batches(data_dir, tmp_path, suite, ctxbench):
+    """--until works in batch mode: each turn of rounds (batch_size rounds) is a batch of its own, and the run stops
+    early, having paid once for each request it sent and for nothing else."""
+    stand_in = BatchStandIn(Script())
+    store = tmp_path / "runs"
+    try:
+        command = argv(stand_in, suite, store, data_dir)
+        at = command.index("--suite")
+        command[at: at + 2] = ["--tasks", "ruler/niah_single_1", "--lengths", "256", "--samples", "40"]
+        code, _, err = ctxbench(*command, "--until", "effective-length", "--backend-arg", "batch_size=8")
+        assert code == 0, err
+        assert stand_in.direct == 0 and stand_in.batches and set(stand_in.paid.values()) == {1}
+        assert sum(stand_in.paid.values()) == len(rows_of(store)) < 40  # stopped early: only the rounds it needed
+    finally:
+        forget(stand_in)
+        stand_in.server.shutdown()
+
+
+def test_the_backend_reads_usage_and_cached_tokens_from_the_output_file():
+    """In process: the generate() call's predictions carry the server's usage; cached prompt tokens are counted."""
+    from ctxbench.harness.backends.openai_compat import OpenAIBackend
+    from ctxbench.harness.core.types import Request
+
+    stand_in = BatchStandIn(Script())
+    backend = OpenAIBackend(model="smollm2-135m", base_url=stand_in.url, served_model="stub", context_length=8192,
+                            batch_api=True, batch_poll_interval=0.01, max_retries=0)
+    try:
+        preds = backend.generate([Request(f"t@256#{i}", f"question {i}", 8) for i in range(3)])
+        assert [(p.text, p.prompt_tokens, p.generated_tokens, p.timing) for p in preds] == [
+            ("The number is 1.", 200, 4, "batch-share")] * 3
+        assert backend.last_cached_tokens == 3 * 128 and backend.info()["batch_api"] is True
+        assert backend.batch_size == 256  # one batch per runner batch: larger by default in batch mode
+    finally:
+        backend.close()
+        forget(stand_in)
+        stand_in.server.shutdown()
