@@ -65,8 +65,8 @@ def warm_model_cache():
         return
     try:
         materialize(resolve("smollm2-135m"))
-    except ConfigError:
-        pass  # the hf extra is not installed: the tests that need the model say so themselves
+    except (ConfigError, OSError, RuntimeError):
+        pass  # no hf extra, or a conversion that fails: the tests that need the model say so themselves
 
 
 @pytest.fixture(scope="session")
