@@ -207,3 +207,27 @@ def test_the_backend_reads_usage_and_cached_tokens_from_the_output_file():
         backend.close()
         forget(stand_in)
         stand_in.server.shutdown()
+
+
+def test_chat_requests_go_to_the_chat_endpoint_of_the_batch():
+    """api=chat: the batch's endpoint and every line's url are /v1/chat/completions, the bodies carry messages."""
+    from ctxbench.harness.backends.openai_compat import OpenAIBackend
+    from ctxbench.harness.core.types import Request
+
+    def chat(body: dict) -> dict:
+        return {"choices": [{"index": 0, "message": {"role": "assistant", "content": body["messages"][-1]["content"][-1]}}]}
+
+    stand_in = BatchStandIn(chat)
+    backend = OpenAIBackend(model="smollm2-135m", base_url=stand_in.url, served_model="stub", context_length=8192,
+                            api="chat", prefill="user", batch_api=True, batch_poll_interval=0.01, max_retries=0)
+    try:
+        preds = backend.generate([Request(f"t@256#{i}", "", 8, user_text=f"say {i}") for i in range(2)])
+        assert [p.text for p in preds] == ["0", "1"] and stand_in.direct == 0
+        (batch,) = stand_in.batches.values()
+        lines = [json.loads(x) for x in stand_in.files[batch["input_file_id"]].splitlines()]
+        assert batch["endpoint"] == "/v1/chat/completions" and {x["url"] for x in lines} == {"/v1/chat/completions"}
+        assert all("messages" in x["body"] and x["method"] == "POST" for x in lines)
+    finally:
+        backend.close()
+        forget(stand_in)
+        stand_in.server.shutdown()
