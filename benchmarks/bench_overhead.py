@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     from ctxbench.harness.core.config import Suite, TaskSpec, build_task
     from ctxbench.harness.core.context import GenContext
     from ctxbench.harness.core.prompting import PromptRenderer
-    from ctxbench.harness.runner import RunPlan, run
+    from ctxbench.harness.run.runner import RunPlan, run
 
     load0 = os.getloadavg()
     backend = HFBackend(model=args.model, threads=args.threads)  # every other setting at its default

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ctxbench.harness.plan_size import estimate
+from ctxbench.harness.run.plan_size import estimate
 
 
 def peak_rss(argv: list[str], cwd: Path) -> tuple[int, str]:

@@ -114,9 +114,9 @@ def score(
                                       "once the sign of the paired difference is settled"),
 ):
     """Score a model on a suite; rerunning the same command resumes."""
-    from ctxbench.harness.judge import parse_budget
+    from ctxbench.harness.run.judge_budget import parse_budget
+    from ctxbench.harness.run.runner import RunInterrupted, RunPlan, run
     from ctxbench.harness.run_log import keep_log, session_log_name, third_party_log
-    from ctxbench.harness.runner import RunInterrupted, RunPlan, run
 
     if samples is not None and samples < 1:
         raise ConfigError("--samples: must be at least 1")
@@ -127,7 +127,7 @@ def score(
     if template is not None:
         check_template_name(template, field="--template")
     writable_dir(choice.store, "--output_path" if output_path else "--store")
-    from ctxbench.harness.adaptive import parse_until
+    from ctxbench.harness.run.until import parse_until
 
     sequential = parse_until(until, alpha=alpha, threshold=threshold, vs=vs, shard=_shard(shard), repeats=repeats)
     s = _suite(suite, tasks, num_fewshot, lengths=_ints(lengths, "--lengths"), samples=samples, template=template,
@@ -184,7 +184,7 @@ def _print_outcome(outcome, name: str, suite: str, sequential: bool, store_dir: 
 
 def _sequential_summary(run_dir: Path) -> None:
     """After a run scored with --until: each length's verdict in words, and how to extend the prefix to N."""
-    from ctxbench.harness.adaptive import read_state, summary_lines
+    from ctxbench.harness.run.until import read_state, summary_lines
 
     state = read_state(run_dir)
     if not state:
@@ -264,7 +264,7 @@ def generate(
     from ctxbench.harness.core.fitting import resolve_mode
     from ctxbench.harness.core.models import load_tokenizer
     from ctxbench.harness.core.prompting import PromptRenderer
-    from ctxbench.harness.plan_bounds import check_generate
+    from ctxbench.harness.run.plan_bounds import check_generate
 
     tokens = (_ints(length, "--length") or [0])[0]
     if tokens < 64 or samples < 1:

@@ -1,4 +1,4 @@
-"""Sequential scoring's bookkeeping (harness/adaptive.py): the rule as typed, round means, the complete prefix,
+"""Sequential scoring's bookkeeping (harness/run/until.py): the rule as typed, round means, the complete prefix,
 and adaptive.json (the journeys in tests/journeys/test_until.py run it end to end)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.harness import adaptive
 from ctxbench.harness.core.errors import ConfigError
+from ctxbench.harness.run import until as adaptive
 
 
 def parse(until=None, **kw):

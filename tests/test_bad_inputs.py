@@ -305,7 +305,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, files, tmp_path, 
     garbage_suite = suite(Path(files["tmp"]), "g.yaml", GOOD)
     if case == "garbage_record_resume":  # the run id this suite would get is the garbage run's
         from ctxbench.harness.core.config import load_suite
-        from ctxbench.harness.runner import RunPlan
+        from ctxbench.harness.run.runner import RunPlan
 
         run_id = RunPlan(load_suite(garbage_suite), "smollm2-135m", "echo", {}, Path(files["garbage_store"])).run_id()
         (Path(files["garbage_store"]) / "run-x").rename(Path(files["garbage_store"]) / run_id)

@@ -13,7 +13,7 @@ from ctxbench.harness.backends import cpu
 from ctxbench.harness.core.config import adhoc_suite
 from ctxbench.harness.core.store import RunStore
 from ctxbench.harness.core.types import RunRecord
-from ctxbench.harness.planning import RunPlan, prepare
+from ctxbench.harness.run.planning import RunPlan, prepare
 from ctxbench.leaderboard.store_frame import load_store, precision
 
 

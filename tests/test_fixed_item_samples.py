@@ -33,7 +33,7 @@ def test_judge_budget_advice_works_when_followed(ctxbench, tmp_path, judge):
 
 def test_samples_cap_records_but_not_a_grid_or_generated_tasks():
     from ctxbench.harness.core.config import adhoc_suite
-    from ctxbench.harness.planning import plan_cells
+    from ctxbench.harness.run.planning import plan_cells
 
     suite = adhoc_suite("kv/retrieval,ruler/niah_single_1", samples=2, lengths=[1024])
     capped, _ = plan_cells(suite, None, cap=2)

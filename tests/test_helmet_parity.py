@@ -254,7 +254,7 @@ def test_the_newline_option_is_part_of_the_task_identity():
     assert default.args_json()["stop_newline"] is False and intent.args_json()["stop_newline"] is True
     assert registry.get("task", "icl/banking77")(stop_newline=True).args_json()["stop_newline"] is True
     from ctxbench.harness.core.config import Suite
-    from ctxbench.harness.planning import RunPlan
+    from ctxbench.harness.run.planning import RunPlan
 
     def run_id(args):
         suite = Suite(name="h", lengths=[8192], samples=2, tasks=[{"task": "helmet/rag_nq", "args": args}])

@@ -22,7 +22,7 @@ from ctxbench.harness.core.identity import (
     is_execution,
 )
 from ctxbench.harness.core.types import Generation
-from ctxbench.harness.planning import RunPlan
+from ctxbench.harness.run.planning import RunPlan
 from ctxbench.trainers.data.generator import GeneratorConfig, fingerprint, legacy_fingerprint
 from ctxbench.trainers.hqa.data import HQADataConfig
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ctxbench.harness.core.errors import ConfigError
-from ctxbench.harness.judge import JudgeBudget, JudgeCost, check_budget, parse_budget
+from ctxbench.harness.run.judge_budget import JudgeBudget, JudgeCost, check_budget, parse_budget
 from ctxbench.tasks.judge import parsed_answer
 from tests.json_server import json_server
 

@@ -11,7 +11,7 @@ from ctxbench.harness.core import registry
 from ctxbench.harness.core.config import Suite
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.prompting import PromptRenderer
-from ctxbench.harness.planning import plan_cells
+from ctxbench.harness.run.planning import plan_cells
 from ctxbench.tasks.length_bins import in_bin
 
 WORDS = "The committee met again to discuss the annual budget and its many surprising line items. "

@@ -12,7 +12,7 @@ import pytest
 
 from ctxbench.harness.core.config import Suite
 from ctxbench.harness.core.errors import ConfigError
-from ctxbench.harness.runner import RunPlan, run
+from ctxbench.harness.run.runner import RunPlan, run
 
 ARGS = {"dtype": "float32", "threads": 1}
 

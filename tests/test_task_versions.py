@@ -7,7 +7,7 @@ from pathlib import Path
 from ctxbench.harness.core.config import Suite
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.task_versions import suite_task_versions, task_version
-from ctxbench.harness.planning import RunPlan
+from ctxbench.harness.run.planning import RunPlan
 
 
 def _plan(tasks: list[str], tmp_path: Path) -> RunPlan:
@@ -25,7 +25,7 @@ def test_tasks_whose_scoring_changed_declare_a_version():
 def test_version_zero_tasks_keep_their_run_ids(tmp_path, monkeypatch):
     plan = _plan(["ruler/niah_single_1", "ruler/vt"], tmp_path)
     assert suite_task_versions(plan.suite) == {}
-    monkeypatch.setattr("ctxbench.harness.planning.suite_task_versions", lambda suite: {})
+    monkeypatch.setattr("ctxbench.harness.run.planning.suite_task_versions", lambda suite: {})
     assert _plan(["ruler/niah_single_1", "ruler/vt"], tmp_path).run_id() == plan.run_id()
 
 
@@ -33,7 +33,7 @@ def test_a_versioned_task_gives_a_new_run_id(tmp_path, monkeypatch):
     plan = _plan(["ruler/niah_single_1", "nolima/needles"], tmp_path)
     assert suite_task_versions(plan.suite) == {"nolima/needles": 1}
     versioned = plan.run_id()
-    monkeypatch.setattr("ctxbench.harness.planning.suite_task_versions", lambda suite: {})
+    monkeypatch.setattr("ctxbench.harness.run.planning.suite_task_versions", lambda suite: {})
     assert plan.run_id() != versioned  # the id the old scoring's runs have: not resumed
 
 

@@ -4,7 +4,7 @@ Run by mkdocs-gen-files at every `mkdocs build` (see mkdocs.yml); `python3 docs/
 writes the same pages to a directory. Pages: reference/cli.md (the typer app, as `--help` shows it),
 reference/tasks.md (every registered task and its pydantic arguments), reference/backends.md (each backend's
 `--backend-arg` keys), reference/record.md (RunRecord's fields,
-the sample row keys of harness/runner.py and the schema version).
+the sample row keys of harness/run/batch.py and the schema version).
 """
 
 from __future__ import annotations
@@ -367,7 +367,7 @@ def record_page() -> str:
     from ctxbench.harness.core import types
 
     lines = ["# Record fields", "",
-             f"Generated from `ctxbench.harness.core.types` and `ctxbench.harness.runner` at every docs build. "
+             f"Generated from `ctxbench.harness.core.types` and `ctxbench.harness.run.batch` at every docs build. "
              f"Current schema version: **{types.SCHEMA_VERSION}** (see [Store and record](../store.md) for the files, "
              "and the [Changelog](../changelog.md) for what changed between versions).", ""]
     for cls in _record_classes():
@@ -386,7 +386,7 @@ def record_page() -> str:
                   ", ".join(f"`{a}`" for a in sorted(execution)), ""]
     lines += ["## Sample rows", "", "Each line of a run's `samples*.jsonl` is one JSON object with these keys, in this "
               "order (the fields of `Row` in `harness/core/rows.py`, then the generation loop's own from `_row` in "
-              "`harness/runner.py`):", "", "| key | meaning |", "|---|---|"]
+              "`harness/run/batch.py`):", "", "| key | meaning |", "|---|---|"]
     lines += [f"| `{k}` | {cell(ROW_MEANING.get(k, 'not described yet')).replace('`', '')} |" for k in row_keys()]
     lines.append("")
     lines += ["## Training manifest", "", "`ctxbench_manifest.json`, written beside the weights of every checkpoint a "

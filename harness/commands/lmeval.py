@@ -31,7 +31,7 @@ def run_lmeval(*, model: str, tasks: list[str], out_dir: Path, backend: Any = "h
     from ctxbench.harness.core import registry
     from ctxbench.harness.core.config import Suite, TaskSpec, one_line
     from ctxbench.harness.core.extras import require_extra
-    from ctxbench.harness.runner import RunPlan, run
+    from ctxbench.harness.run.runner import RunPlan, run
 
     require_extra("lmeval", for_="ctxbench lmeval")  # before the run directory exists
 

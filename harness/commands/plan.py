@@ -16,7 +16,7 @@ from ctxbench.harness.core.lengths import format_length, parse_length
 def _timing(samples_per_second: Optional[float], run: Optional[Path], lengths: list[int], rows):
     """Seconds per sample at each length, as given or measured from a run's rows (mean `seconds` per scored sample
     at each length it timed; other lengths projected)."""
-    from ctxbench.harness.plan_inputs import given_timing, measured_timing
+    from ctxbench.harness.run.plan_inputs import given_timing, measured_timing
 
     if samples_per_second is not None and run is not None:
         raise ConfigError("--samples-per-second and --from: give one throughput, not both")
@@ -35,7 +35,7 @@ def _timing(samples_per_second: Optional[float], run: Optional[Path], lengths: l
 def _expected(pilot: Optional[Path], scores: Optional[str], lengths: list[int], rows) -> dict[int, tuple[float, ...]]:
     """Expected score (points) and its interval per suite length: a pilot run's (the interval of its few samples)
     or --scores 4k=92,8k=81 (taken as exact)."""
-    from ctxbench.harness.plan_inputs import pilot_scores
+    from ctxbench.harness.run.plan_inputs import pilot_scores
 
     if pilot is not None and scores is not None:
         raise ConfigError("--pilot and --scores: give one source of expected scores, not both")
@@ -52,7 +52,7 @@ def _expected(pilot: Optional[Path], scores: Optional[str], lengths: list[int], 
 
 def _reader():
     """Each run directory read (and checked) once, though --from and --pilot may name the same run."""
-    from ctxbench.harness.plan_inputs import read_pilot
+    from ctxbench.harness.run.plan_inputs import read_pilot
 
     seen: dict[Path, list] = {}
 
@@ -116,7 +116,7 @@ def plan(
     """Expected samples and time to each target beside the full protocol's, and what a comparison can detect."""
     from ctxbench.harness.cli_common import _data_dir
     from ctxbench.harness.core.config import load_suite
-    from ctxbench.harness.plan_inputs import planned_cells
+    from ctxbench.harness.run.plan_inputs import planned_cells
     from ctxbench.leaderboard.sequential_plan import build_plan
 
     _check(alpha, threshold, width, n, detect, power)
@@ -137,7 +137,7 @@ def plan(
 
 
 def _when(seconds: float | None, projected: str = "") -> str:
-    from ctxbench.harness.plan_size import _duration
+    from ctxbench.harness.run.plan_size import _duration
 
     return "" if seconds is None else f" · {_duration(seconds)}{projected}"
 

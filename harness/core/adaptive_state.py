@@ -1,6 +1,6 @@
 """The read side of a sequential run's state (`adaptive.json` in the run directory), for the store's readers.
 
-In core so the board (leaderboard/) reads it without importing the run loop; harness/adaptive.py writes it.
+In core so the board (leaderboard/) reads it without importing the run loop; harness/run/until.py writes it.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from ctxbench.harness.core.rows import ROW_VERSION
 SCHEMA_VERSION = 3  # 3: identity_args and kind in the record, execution settings and an end time per session
 
 # Backend arguments that change only how fast a run goes, never what it predicts: the run id and the resume check
-# leave them out, and each session records its own (harness/planning.py). Each backend declares its own on its Args
+# leave them out, and each session records its own (harness/run/planning.py). Each backend declares its own on its Args
 # model (json_schema_extra=EXECUTION, harness/core/identity.py); this is the rule for a backend that declares none.
 # Where batch composition can change greedy outputs (bf16/fp16 on a GPU, batches > 1), the session says so.
 EXECUTION_ARGS = DEFAULT_EXECUTION_ARGS

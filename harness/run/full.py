@@ -14,9 +14,9 @@ from typing import Any
 from ctxbench.harness.core import datasets
 from ctxbench.harness.core.rows import Row
 from ctxbench.harness.core.types import repeat_id
-from ctxbench.harness.plan_size import chunk_size
 from ctxbench.harness.run.batch import chunks
 from ctxbench.harness.run.loop import Batch, RunOutcome, Turn
+from ctxbench.harness.run.plan_size import chunk_size
 
 
 def missing(cell: Any, index: int, done: set[str]) -> bool:

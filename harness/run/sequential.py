@@ -1,4 +1,4 @@
-"""The sequential schedule (`ctxbench score --until ...`; the rule and its verdicts: harness/adaptive.py), driven by
+"""The sequential schedule (`ctxbench score --until ...`; the rule and its verdicts: harness/run/until.py), driven by
 the one scoring loop (harness/run/loop.py).
 
 Lengths take turns: each turn scores the next rounds of one length (as many as fill one backend batch, one sample of
@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxbench.harness import adaptive
 from ctxbench.harness.core import datasets
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.rows import Row
 from ctxbench.harness.core.store import RunStore
+from ctxbench.harness.run import until as adaptive
 from ctxbench.harness.run.loop import Batch, RunOutcome, Turn
 
 

@@ -22,7 +22,7 @@ def check_eval_data(suite, tokenizer: str, data_dir: Path | None) -> None:
     from ctxbench.harness.core.context import GenContext
     from ctxbench.harness.core.models import load_tokenizer
     from ctxbench.harness.core.prompting import PromptRenderer
-    from ctxbench.harness.planning import _check_tasks, plan_cells
+    from ctxbench.harness.run.planning import _check_tasks, plan_cells
 
     tok = load_tokenizer(tokenizer)
     ctx = GenContext(tok, PromptRenderer(tok, suite.template), data_dir=data_dir)

@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.io import atomic_dir, atomic_write_json
-from ctxbench.harness.runner import MANIFEST
+from ctxbench.harness.run.runner import MANIFEST
 from ctxbench.harness.studies.config import (
     UNTRAINED,
     MethodSpec,
@@ -239,7 +239,7 @@ class _State:
 
 def _score(study: StudyConfig, method: str, seed: int | None, model: str, suite, state: _State, console,
            data_dir: Path | None) -> Scored:
-    from ctxbench.harness.runner import RunPlan, run, training_provenance
+    from ctxbench.harness.run.runner import RunPlan, run, training_provenance
 
     label = f"{method}/s{seed}" if seed is not None else method
     plan = RunPlan(suite, model, study.eval.backend, dict(study.eval.backend_args), study.root() / "runs", data_dir, label=label)

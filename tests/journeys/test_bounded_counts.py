@@ -12,7 +12,7 @@ import pytest
 
 from ctxbench.harness.core.config import adhoc_suite
 from ctxbench.harness.core.errors import ConfigError
-from ctxbench.harness.plan_bounds import Capacity, check_counts, check_generate
+from ctxbench.harness.run.plan_bounds import Capacity, check_counts, check_generate
 
 from .conftest import _argv, _env, default_signals
 

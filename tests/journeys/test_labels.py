@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ctxbench.harness.core.config import adhoc_suite
 from ctxbench.harness.core.redact import printable
-from ctxbench.harness.planning import RunPlan
+from ctxbench.harness.run.planning import RunPlan
 
 
 def plan(tmp: Path, label: str) -> RunPlan:

@@ -31,7 +31,7 @@ def test_a_twenty_sample_pilot_is_planned_over_its_interval():
     """19/20 right on 13 tasks reads as 95, but the truth may be 88 (just above the threshold, where a length
     settles slowly): the plan's range must reach that truth's cost, not stop at the point estimate's."""
     from ctxbench.harness.core.config import load_suite
-    from ctxbench.harness.plan_inputs import PilotRow, pilot_scores
+    from ctxbench.harness.run.plan_inputs import PilotRow, pilot_scores
     from ctxbench.leaderboard.sequential_plan import StopRule, build_plan, expected_rounds
 
     rows = [PilotRow(r["task"], r["length"], r["score"], None) for r in _rows(13, 20, 4096, right=19)]

@@ -84,7 +84,7 @@ def test_the_store_reads_a_schema2_record(tmp_path):
 
 def test_a_session_says_where_batch_composition_can_change_greedy_outputs():
     from ctxbench.harness.core.config import load_suite
-    from ctxbench.harness.runner import RunPlan, execution
+    from ctxbench.harness.run.runner import RunPlan, execution
 
     plan = RunPlan(load_suite(str(SCHEMA2 / "j.yaml")), "m", "hf", {"batch_size": 0, "threads": 2}, Path("runs"))
     assert plan.identity_args() == {} and plan.execution_args() == {"batch_size": 0, "threads": 2}

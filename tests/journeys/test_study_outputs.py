@@ -102,7 +102,7 @@ def _interrupted_while(ctxbench, tmp_path, monkeypatch, step: str, exc: BaseExce
 
 
 def test_an_interrupt_while_scoring_says_which_run_and_how_far(ctxbench, tmp_path, monkeypatch):
-    from ctxbench.harness.runner import RunInterrupted, RunOutcome
+    from ctxbench.harness.run.runner import RunInterrupted, RunOutcome
 
     outcome = RunOutcome(store=None, planned=40, done=12)
     code, line = _interrupted_while(ctxbench, tmp_path, monkeypatch, "scoring b/s0, run 3 of 3", RunInterrupted(outcome))

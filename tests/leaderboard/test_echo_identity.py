@@ -59,7 +59,7 @@ def test_names_and_fingerprints_of_model_free_backends():
 def test_the_echo_backend_files_its_runs_under_echo():
     from ctxbench.harness.backends.echo import EchoBackend
     from ctxbench.harness.core.models import weights_fingerprint
-    from ctxbench.harness.planning import model_fingerprint
+    from ctxbench.harness.run.planning import model_fingerprint
 
     backend = EchoBackend(model="smollm2-135m")
     assert model_fingerprint(backend, "smollm2-135m") == "echo:" + weights_fingerprint("smollm2-135m")

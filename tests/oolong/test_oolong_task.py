@@ -161,7 +161,7 @@ def test_hub_listing_keeps_the_test_split_files(monkeypatch):
 @pytest.mark.parametrize("name", ["oolong", "oolong-quick"])
 def test_suites_load_and_build(name):
     from ctxbench.harness.core.config import load_suite
-    from ctxbench.harness.planning import build_task
+    from ctxbench.harness.run.planning import build_task
 
     suite = load_suite(name)
     assert [build_task(spec).name for spec in suite.tasks] == ["oolong/synth", "oolong/real"]

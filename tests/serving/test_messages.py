@@ -89,7 +89,7 @@ def test_chat_api_receives_the_turns(stub_server, smol_tokenizer, monkeypatch):
 
 def test_a_conversation_runs_through_the_run_loop(tmp_path):
     from ctxbench.harness.core.config import Suite
-    from ctxbench.harness.runner import RunPlan, run
+    from ctxbench.harness.run.runner import RunPlan, run
 
     suite = Suite(name="conv", lengths=[512], samples=2, tasks=[{"task": "test/conversation"}])
     outcome = run(RunPlan(suite, "smollm2-135m", "echo", {}, tmp_path))

@@ -252,7 +252,7 @@ def test_perplexity_runs_through_an_openai_compatible_server(stub_server, tmp_pa
     import json as _json
 
     from ctxbench.harness.core.config import Suite
-    from ctxbench.harness.runner import RunPlan, run
+    from ctxbench.harness.run.runner import RunPlan, run
 
     text = "The quick brown fox jumps over the lazy dog. " * 20
     docs = tmp_path / "d.jsonl"

@@ -60,7 +60,7 @@ def test_loss_falls_and_the_checkpoint_loads_and_scores(tmp_path, packed, data_d
     assert record["kind"] == "train" and record["status"] == "complete" and record["model"] == str(ckpt.resolve())
 
     from ctxbench.harness.core.config import Suite
-    from ctxbench.harness.runner import RunPlan, run
+    from ctxbench.harness.run.runner import RunPlan, run
 
     suite = Suite(name="tiny", lengths=[256], samples=1, tasks=[{"task": "niah/single", "args": {"depths": [50],
                                                                                              "tokens_to_generate": 8}}])

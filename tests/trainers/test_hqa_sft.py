@@ -134,7 +134,7 @@ def test_two_stages_chain_checkpoints_rope_and_rerun_nothing(tmp_path, datasets,
     assert all(r.skipped for r in again.results)
 
     from ctxbench.harness.core.config import Suite
-    from ctxbench.harness.runner import RunPlan, run
+    from ctxbench.harness.run.runner import RunPlan, run
 
     suite = Suite(name="tiny", lengths=[256], samples=1, tasks=[{"task": "niah/single", "args": {"depths": [50],
                                                                                              "tokens_to_generate": 8}}])

@@ -105,7 +105,7 @@ def test_training_logs_rewards_trains_only_lora_embeddings_and_norms_and_merges_
     assert diff < 1e-5, diff
 
     from ctxbench.harness.core.config import Suite
-    from ctxbench.harness.runner import RunPlan, run
+    from ctxbench.harness.run.runner import RunPlan, run
 
     suite = Suite(name="tiny", lengths=[256], samples=1, tasks=[{"task": "niah/single", "args": {"depths": [50],
                                                                                              "tokens_to_generate": 8}}])

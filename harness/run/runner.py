@@ -6,7 +6,7 @@ sent, scored and appended before the next chunk is read; only the set of finishe
 (harness/run/full.py).
 
 Tasks driven by another harness (lm-eval) are "external": they produce their own rows through the same store,
-record and resume logic. Every check of the plan (harness/planning.py) runs before the store opens and before
+record and resume logic. Every check of the plan (harness/run/planning.py) runs before the store opens and before
 the weights load; a finished rerun loads no weights. Every planned sample ends with a row: a prediction, or a
 recorded error that a rerun of the same command retries. Each invocation is a session of the record, with its
 execution settings and, when it ends (finished, failed or interrupted), its end time.
@@ -32,14 +32,15 @@ from typing import Any
 
 from rich.console import Console
 
-from ctxbench.harness.adaptive_checks import check_sequential
 from ctxbench.harness.core.config import Suite
 from ctxbench.harness.core.identity import backend_execution_args
 from ctxbench.harness.core.provenance import plugins_used, versions
 from ctxbench.harness.core.redact import redact_all
 from ctxbench.harness.core.store import RunStore
 from ctxbench.harness.core.types import RunRecord
-from ctxbench.harness.planning import (  # noqa: F401 - Cell, plan_cells, model_fingerprint: re-exported
+from ctxbench.harness.run.full import FullSchedule
+from ctxbench.harness.run.loop import RunInterrupted, RunOutcome, drive
+from ctxbench.harness.run.planning import (  # noqa: F401 - Cell, plan_cells, model_fingerprint: re-exported
     Cell,
     Prepared,
     RunPlan,
@@ -49,9 +50,8 @@ from ctxbench.harness.planning import (  # noqa: F401 - Cell, plan_cells, model_
     plan_cells,
     prepare,
 )
-from ctxbench.harness.run.full import FullSchedule
-from ctxbench.harness.run.loop import RunInterrupted, RunOutcome, drive
 from ctxbench.harness.run.sequential import SequentialSchedule, lengths_of
+from ctxbench.harness.run.sequential_checks import check_sequential
 
 
 def build_backend(plan: RunPlan, truncation: str) -> Any:
@@ -131,7 +131,7 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
 
 def _sequential_done(ready: Prepared, console: Console) -> bool:
     """A sequential run whose every length has stopped under its rule needs no weights (checked before they load);
-    what a sequential run cannot guarantee is refused first (harness/adaptive_checks.py)."""
+    what a sequential run cannot guarantee is refused first (harness/run/sequential_checks.py)."""
     lengths, rest = lengths_of(ready.cells, ready.store, ready.plan.until)
     check_sequential(ready, lengths)  # clusters, a changed --alpha, --vs's pairs: refused before anything is written
     if rest or not all(x.final for x in lengths):

@@ -174,7 +174,7 @@ def planned_cells(suite, data_dir: Path | None) -> dict[int, list[int]]:
     nothing)."""
     from ctxbench.harness.core.config import build_task
     from ctxbench.harness.core.context import GenContext
-    from ctxbench.harness.planning import plan_cells
+    from ctxbench.harness.run.planning import plan_cells
 
     generated = [spec for i, spec in enumerate(suite.tasks)
                  if not getattr(build_task(spec, where=f"tasks.{i}"), "requires_data", False)]

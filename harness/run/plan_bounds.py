@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxbench.harness.core.errors import ConfigError
-from ctxbench.harness.plan_size import available_memory
+from ctxbench.harness.run.plan_size import available_memory
 
 PLANNED_ROW_BYTES = 256  # memory per planned row: its index, its id string, the done set (measured ~190 B, tracemalloc)
 STORED_ROW_BYTES = 512  # a row in samples.jsonl (ids, answers, scores, meta; the prediction on top)
@@ -97,14 +97,14 @@ def check_generate(samples: int, length: int, capacity: Capacity | None = None) 
     cap = capacity or Capacity.now(Path("."))
     most = cap.memory // ((PLANNED_ROW_BYTES + CACHED_BYTES_PER_TOKEN * length) * 2) if cap.memory else None
     if most is not None and samples > most:
-        from ctxbench.harness.plan_size import _bytes
+        from ctxbench.harness.run.plan_size import _bytes
 
         raise ConfigError(f"--samples: {samples:,} prompts of {length:,} tokens are more than this machine can hold "
                           f"(~{_bytes(cap.memory)} of memory); the largest that fits is {max(most, 0):,}")
 
 
 def _room(cap: Capacity) -> str:
-    from ctxbench.harness.plan_size import _bytes
+    from ctxbench.harness.run.plan_size import _bytes
 
     return (f"~{_bytes(cap.memory)} of memory for the plan, a {_bytes(cap.store_disk)} disk under the store, "
             f"a {_bytes(cap.cache_disk)} disk under the sample cache")

@@ -33,9 +33,9 @@ from ctxbench.harness.core.redact import redact_all, url_secrets
 from ctxbench.harness.core.store import RunStore, check_identity
 from ctxbench.harness.core.task_versions import suite_task_versions
 from ctxbench.harness.core.types import Generation, repeat_id
-from ctxbench.harness.judge import JudgeBudget, JudgeCost, check_budget, judge_cost
-from ctxbench.harness.plan_bounds import check_counts
-from ctxbench.harness.plan_size import Estimate, check_size, estimate
+from ctxbench.harness.run.judge_budget import JudgeBudget, JudgeCost, check_budget, judge_cost
+from ctxbench.harness.run.plan_bounds import check_counts
+from ctxbench.harness.run.plan_size import Estimate, check_size, estimate
 from ctxbench.tasks.base import Task
 
 
@@ -159,7 +159,7 @@ class Prepared:
     estimate: Estimate
     done: frozenset[str]
     complete: bool  # every planned sample is stored: nothing to score, nothing to load
-    judge: JudgeCost = JudgeCost(0, 0)  # paid judge calls of the samples still to score (harness/judge.py)
+    judge: JudgeCost = JudgeCost(0, 0)  # paid judge calls of the samples still to score (harness/run/judge_budget.py)
 
     @property
     def planned(self) -> int:
