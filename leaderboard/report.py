@@ -27,6 +27,7 @@ from .aggregate import (
     task_length_table,
 )
 from .auc import auc_preamble, auc_value_columns, with_auc
+from .claimed import claimed_frame, claimed_records, claimed_section
 from .exports import provenance_section, results_csv, training_section, write_ruler_summaries
 from .frame import AVG_TASK, format_length, model_meta, normalise
 from .publish import publish_board
@@ -273,11 +274,14 @@ def build_report(
         examples=examples, threshold=threshold, thr=thr, rule=rule, n_boot=n_boot, seed=seed, ci=ci, relative=relative,
     )
     preamble = (*preamble, *auc_preamble(summary, auc_scale))
+    claimed = claimed_frame(df, tasks, avgs)  # published rows beside this board's measurement of the same model
+    sections[1:1] = [s for s in (claimed_section(claimed),) if s is not None]
     if short_section is not None:
         sections.insert(1, short_section)
     sections += [s for s in (_reasoning_section(cells), training_section(runs), provenance) if s is not None]
     results = {**base, "scale": "percent", "threshold": thr, **settings,
-               **_results_records(summary, avgs, tasks, cats, compared), "short_context": short_records}
+               **_results_records(summary, avgs, tasks, cats, compared), "short_context": short_records,
+               "claimed": claimed_records(claimed)}
     return _write(out, title, (*head, *preamble), sections, results,
                   results_csv(tasks, avgs, summary, _short_frame(short_records["tasks"])), summaries=(df, tasks))
 
