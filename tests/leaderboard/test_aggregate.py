@@ -338,6 +338,7 @@ def test_paired_interval_covers_the_difference_and_is_withheld_when_few_pairs_di
     assert comp.ci is None and "3 of the pairs differ" in comp.ci_note
 
 
+@pytest.mark.slow  # 400 Monte-Carlo replicates (~40 s loaded); the paired calibration check stays in the default tier
 def test_paired_interval_keeps_its_coverage_with_two_pairs_per_cell() -> None:
     """Small runs score 1-4 samples per cell; the interval must still cover the true Δ about 95% of the time
     (a bootstrap within cells covers ~85% here: it is too narrow by √((n-1)/n))."""
