@@ -10,6 +10,7 @@ import typer
 from ctxbench.harness.cli_common import err, out, writable_dir
 from ctxbench.harness.core.errors import ConfigError
 
+FORMATS = ("board", "json")
 board_app = typer.Typer(help="Leaderboards from the results store: tables, curves, heatmaps.")
 
 
@@ -30,13 +31,21 @@ def board_build(
     auc_scale: str = typer.Option(
         "tokens", "--auc-scale", help="what the AUC integrates over: tokens (as Context Arena) or log2 (every "
         "doubling of the length weighs the same)"),
+    fmt: str = typer.Option(
+        "board", "--format", help="board: the whole board (leaderboard.md, index.html, results.csv/json, summaries); "
+        "json: only board.json, one file under the versioned schema ctxbench-board/1 (docs: publishing)"),
 ):
     """Build the leaderboard report from runs (and imported published results)."""
+    import tempfile
+
     import pandas as pd
 
     from ctxbench.leaderboard import build_report
+    from ctxbench.leaderboard.board_json import write_board_json
     from ctxbench.leaderboard.store_frame import examples, load_store, reported_frame
 
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}; json writes board.json only")
     if relative_effective is not None and not 0 < relative_effective <= 100:
         raise ConfigError(f"--relative-effective: {relative_effective:g} is not a percentage in (0, 100]; NoLiMa uses 85")
     auc_lengths = _auc_lengths(auc, auc_scale)
@@ -65,9 +74,15 @@ def board_build(
     for note in notes:
         err.print(f"note: {note}", highlight=False, markup=False)
     # what the user can fix (--threshold, --compare) is a ConfigError from here; any other exception is a bug
-    report = build_report(df, out_dir=out_dir, cells=frames.cells, runs=frames.runs, notes=notes, threshold=thr,
+    scratch = None if fmt == "board" else tempfile.TemporaryDirectory(prefix="ctxbench-board-")  # json: built aside
+    board_dir = out_dir if scratch is None else Path(scratch.name) / "board"
+    report = build_report(df, out_dir=board_dir, cells=frames.cells, runs=frames.runs, notes=notes, threshold=thr,
                           title=title, comparisons=pairs, examples=examples(frames.scores), relative=relative_effective,
                           auc=auc_lengths, auc_scale=auc_scale)
+    if scratch is not None:
+        with scratch:
+            out.print(f"wrote {write_board_json(board_dir, out_dir)}", highlight=False, markup=False, soft_wrap=True)
+        return
     out.print(f"wrote {report.markdown}, {report.html}, {report.csv}, {report.json} and "
               f"{out_dir / 'summary'}/<model>/<length>/summary.csv", highlight=False, markup=False, soft_wrap=True)
     out.print(f"open {report.html} in a browser to see the board", highlight=False, markup=False, soft_wrap=True)
