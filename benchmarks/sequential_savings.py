@@ -20,7 +20,7 @@ import time
 import numpy as np
 from scipy import special, stats
 
-from ctxbench.leaderboard.sequential import RULER_THRESHOLD, StopRule, first_settled
+from ctxbench.harness.core.stats.sequential import RULER_THRESHOLD, StopRule, first_settled
 
 LENGTHS = ("4K", "8K", "16K", "32K", "64K", "128K")
 TABLE3 = {  # RULER Table 3, % (mean of the 13 tasks)

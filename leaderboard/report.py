@@ -48,6 +48,7 @@ from .tables import (
     summary_frame,
     task_display,
 )
+from .viewer import board_page
 
 GRID_PREFIX = "niah/"
 
@@ -238,6 +239,7 @@ def build_report(
     relative: float | None = None,
     auc: Sequence[int] = (),
     auc_scale: str = "tokens",
+    sample_details: Mapping | None = None,  # viewer.sample_details: prompts, reasoning, tokens for samples.html
 ) -> Report:
     """Aggregate a long score frame and write ``leaderboard.md``, ``index.html``, ``results.csv``,
     ``results.json`` and RULER's ``summary/<model>/<length>/summary.csv`` into ``out_dir``.
@@ -283,7 +285,8 @@ def build_report(
                **_results_records(summary, avgs, tasks, cats, compared), "short_context": short_records,
                "claimed": claimed_records(claimed)}
     return _write(out, title, (*head, *preamble), sections, results,
-                  results_csv(tasks, avgs, summary, _short_frame(short_records["tasks"])), summaries=(df, tasks))
+                  results_csv(tasks, avgs, summary, _short_frame(short_records["tasks"])), summaries=(df, tasks),
+                  details=sample_details or {})
 
 
 def _split_short_context(df: pd.DataFrame, cells: pd.DataFrame | None, *, n_boot: int, seed: int, ci: float):
@@ -354,7 +357,7 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 
 
 def _write(out: Path, title: str, preamble, sections, results: dict, csv: str, *,
-           summaries: tuple[pd.DataFrame, pd.DataFrame]) -> Report:
+           summaries: tuple[pd.DataFrame, pd.DataFrame], details: Mapping | None = None) -> Report:
     """Every file of the board, written whole into a temporary folder and then moved into `out` (publish_board)."""
     report = Report(markdown=out / "leaderboard.md", html=out / "index.html", csv=out / "results.csv",
                     json=out / "results.json")
@@ -364,7 +367,8 @@ def _write(out: Path, title: str, preamble, sections, results: dict, csv: str, *
         atomic_write(tmp / report.csv.name, csv)
         md_preamble = (*preamble, "Plots are in index.html.")
         atomic_write(tmp / report.markdown.name, render_markdown(title, sections, preamble=md_preamble))
-        atomic_write(tmp / report.html.name, render_html(title, sections, preamble=preamble))
+        page = render_html(title, sections, preamble=preamble)  # + the sample viewer, linked from each cell
+        atomic_write(tmp / report.html.name, page if details is None else board_page(tmp, page, summaries[0], details, title))
         write_ruler_summaries(tmp, *summaries)
 
     publish_board(out, files)

@@ -1,6 +1,6 @@
 """What a run will cost before it runs: expected samples to settle each length, and the power of a comparison.
 
-The expected rounds come from simulating the same rule the run will use (leaderboard/sequential.py) on rounds of
+The expected rounds come from simulating the same rule the run will use (harness/core/stats/sequential.py) on rounds of
 k tasks that all score the length's expected mean: a spread of accuracies across tasks only makes round means
 less variable, so this is the slower case. The power figures are the fixed-N paired comparison of two models at
 one length (normal approximation, two-sided): pairing by sample id can only lower the variance assumed here.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from ctxbench.leaderboard.sequential import StopRule, first_settled
+from ctxbench.harness.core.stats.sequential import StopRule, first_settled
 
 PLAN_REPS = 200  # simulated runs per estimate (threshold and sign rules are vectorised)
 WIDTH_REPS = 8  # the width rule searches interval by interval: fewer runs, its stopping round varies little

@@ -28,11 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from .proportions import (
+from ctxbench.harness.core.stats.proportions import (
     SHRINK,
     Interval,
     binomial_interval,
-    clopper_pearson,  # noqa: F401  (imported from here by harness.plan_inputs)
     cluster_codes,
     floored_cluster_variance,
     hull,

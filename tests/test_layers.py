@@ -13,14 +13,17 @@ REPO = Path(__file__).resolve().parents[1]
 TOPS = ("harness", "tasks", "trainers", "leaderboard")
 
 # Which layers a layer may import. The core imports only itself; backends, tasks, trainers and leaderboard
-# build on the core (trainers may reuse tasks' data loaders); the CLI and orchestration ("top") use anything.
+# build on the core (trainers may reuse tasks' data loaders); the run engine (harness/run/) builds on the core, the
+# backends and the tasks, never on the leaderboard or the CLI (the statistics both need are in harness/core/stats/);
+# the CLI and orchestration ("top") use anything.
 ALLOWED = {
     "core": {"core"},
     "backends": {"core", "backends"},
     "tasks": {"core", "tasks"},
     "leaderboard": {"core", "leaderboard"},
     "trainers": {"core", "tasks", "trainers"},
-    "top": {"core", "backends", "tasks", "trainers", "leaderboard", "top"},
+    "engine": {"core", "backends", "tasks", "engine"},
+    "top": {"core", "backends", "tasks", "trainers", "leaderboard", "engine", "top"},
 }
 
 
@@ -35,6 +38,8 @@ def layer(module: str) -> str:
         return "core"
     if parts[:3] == ["ctxbench", "harness", "backends"]:
         return "backends"
+    if parts[:3] == ["ctxbench", "harness", "run"]:
+        return "engine"
     if parts[1] in ("tasks", "trainers", "leaderboard"):
         return parts[1]
     return "top"
@@ -105,6 +110,14 @@ def test_the_layer_check_catches_a_violation(tmp_path):
         assert "ctxbench.tasks.base" in found and layer("ctxbench.tasks.base") not in ALLOWED[layer(module_name(fake))]
     finally:
         fake.unlink()
+
+
+@pytest.mark.parametrize("module", ["ctxbench.leaderboard.stats", "ctxbench.harness.cli", "ctxbench.harness.commands.plan",
+                                    "ctxbench.harness.summary", "ctxbench.harness.studies.run"])
+def test_the_engine_may_not_import_the_board_or_the_cli(module):
+    """The engine (harness/run/) is its own layer: an import of the leaderboard or the CLI from it fails the walk."""
+    assert layer("ctxbench.harness.run.runner") == "engine"
+    assert layer(module) not in ALLOWED["engine"]
 
 
 def test_every_package_directory_is_installed():

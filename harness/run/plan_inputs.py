@@ -150,7 +150,7 @@ def pilot_scores(rows: list[PilotRow], lengths: list[int]) -> dict[int, PilotSco
     """Per suite length: the mean over tasks of each task's pilot mean, and the mean over tasks of each task's
     Clopper–Pearson bounds (fractional successes for partial-credit scores), so a 20-sample pilot is not read as
     exact."""
-    from ctxbench.leaderboard.stats import clopper_pearson
+    from ctxbench.harness.core.stats.proportions import clopper_pearson
 
     by_task: dict[tuple[int, str], list[float]] = {}
     for r in rows:

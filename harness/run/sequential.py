@@ -87,7 +87,7 @@ class Length:
     def assess(self, rule: Any) -> dict[str, Any]:
         """The verdict from the complete rounds. A failed sample that stands keeps the length open ("failed
         samples"), even past a settled verdict: the rerun retries it before the length stops for good."""
-        from ctxbench.leaderboard.sequential import verdict
+        from ctxbench.harness.core.stats.sequential import verdict  # numpy on first use
 
         rounds = adaptive.complete_rounds(self.scores, self.tasks, self.limit)
         v = verdict(rule, self.values(rounds)) if rounds else None

@@ -3,7 +3,7 @@
 A round is one sample of each task at a length, at index 0, 1, 2, ...: an adaptive run is always a prefix of the full
 protocol, so it resumes, compares and extends to the suite's N by rerunning without the flag (the rule is an
 execution setting, never part of the run's identity). After each round the round means of a length go to an
-anytime-valid confidence sequence (leaderboard/sequential.py); the length stops once its verdict is settled or at N.
+anytime-valid confidence sequence (harness/core/stats/sequential.py); the length stops once its verdict is settled or at N.
 
 The rows are the truth: the verdicts are recomputed from them on every resume (a confidence sequence is valid at any
 stopping time). `adaptive.json` in the run directory records the rule, alpha, the target and, per length and cell,
@@ -50,7 +50,7 @@ class Until:
 
     def rule(self, lengths: int) -> Any:
         """The statistics' StopRule; effective length and vs decide at every length at once (looks = lengths)."""
-        from ctxbench.leaderboard.sequential import StopRule
+        from ctxbench.harness.core.stats.sequential import StopRule  # numpy on first use, not at --help
 
         return StopRule(kind=self.kind, alpha=self.alpha, threshold=self.threshold / 100,
                         width=None if self.width is None else self.width / 100,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ctxbench.harness.core.errors import ConfigError
-from ctxbench.leaderboard.sequential import StopRule, confidence_sequence, first_settled, interval_path, verdict
+from ctxbench.harness.core.stats.sequential import StopRule, confidence_sequence, first_settled, interval_path, verdict
 
 
 def confseq_hedged_reference(x, alpha, breaks=1000):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from ctxbench.leaderboard.sequential import StopRule, confidence_sequence, first_settled
+from ctxbench.harness.core.stats.sequential import StopRule, confidence_sequence, first_settled
 
 TASKS = 13
 ALPHA = 0.05
@@ -190,7 +190,7 @@ def test_unequal_n_capped_at_the_smallest_n_holds_alpha():
 def test_no_confidence_sequence_is_inverted_when_its_target_moves():
     """Issue 31 item 4's inverted [95.7, 94.2]: the running intersection of a sequence whose rounds' mean moved is
     empty; the interval shown is then the last round's own, never lo > hi."""
-    from ctxbench.leaderboard.sequential import interval_path, verdict
+    from ctxbench.harness.core.stats.sequential import interval_path, verdict
 
     rng = np.random.default_rng(0)
     for _ in range(10):
