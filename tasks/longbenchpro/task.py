@@ -58,10 +58,15 @@ class SummaryArgs(LongbenchProArgs):
 
 
 def load_embedder(name: str) -> Any:
-    """The Summary metric's embedding model, as the official Evaluator loads it (left padding)."""
+    """The Summary metric's embedding model, as the official Evaluator loads it (left padding; the keyword that
+    sentence-transformers 3 calls tokenizer_kwargs, later versions processor_kwargs)."""
+    import inspect
+
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(name, tokenizer_kwargs={"padding_side": "left"})
+    key = "processor_kwargs" if "processor_kwargs" in inspect.signature(SentenceTransformer.__init__).parameters \
+        else "tokenizer_kwargs"
+    return SentenceTransformer(name, **{key: {"padding_side": "left"}})
 
 
 class LongbenchPro(Task):

