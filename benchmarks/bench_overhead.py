@@ -4,7 +4,7 @@
     python benchmarks/bench_overhead.py --lengths 1024 --samples 4 --repeats 3
 
 ctxbench runs with its defaults (dtype auto: measured per machine; batch size and threads as `ctxbench score`
-picks them) through `harness.runner.run` on RULER samples at each length; the sample cache is filled first, so
+picks them) through `harness.run.runner.run` on RULER samples at each length; the sample cache is filled first, so
 the timing is the run loop (cached samples, tokenization, generation, scoring, store appends). Interleaved with
 it, on the same prompts and the same threads:
 - plain-b1: `model.generate(input_ids)` one prompt at a time, in the dtype ctxbench chose;

@@ -14,7 +14,7 @@ key. Verdicts are read and scored as HELMET's scripts do (tasks/judge_verdicts.p
 scored the same, out-of-rubric values flagged in the row's `judge` field; a row's score is that number clipped to
 the board's 0..1 scale, the unclipped one kept as `judge.official_score`.
 
-Paid calls are guarded (harness/judge.py: planned calls and tokens printed, `--judge-budget` enforced before the run
+Paid calls are guarded (harness/run/judge_budget.py: planned calls and tokens printed, `--judge-budget` enforced before the run
 and against real use while it goes, tasks/judge_cache.py), cached (keyed by the judge, its settings and the exact
 prompt: a rerun, a resume or a --fresh re-score never pays twice for a verdict) and resumable: a judge that fails
 (unreachable, refused credentials, HTTP error, a prompt over its context, a verdict HELMET would not score) makes
@@ -133,7 +133,7 @@ class Judged(Task):
         self.reads_records = self.inner.reads_records  # a judge over a dataset's records keeps its first N too
         self.requires_data = getattr(self.inner, "requires_data", False)  # the judged task's data, and always a judge
         self._judge_client: CachedClient | None = None  # the judge's backend and verdict cache (the one cached client)
-        self.spend = JudgeSpend()  # real use; --judge-budget's limits are set by harness/judge.py before the run
+        self.spend = JudgeSpend()  # real use; --judge-budget's limits are set by harness/run/judge_budget.py before the run
 
     def judge_prompts(self, prediction: str, sample: Sample) -> tuple[list[str], list[str]]:
         raise NotImplementedError
@@ -151,7 +151,7 @@ class Judged(Task):
 
     @property
     def paid_calls(self) -> tuple[int, int]:
-        """(judge calls, tokens at most) per scored sample: the cost guard's unit (harness/judge.py)."""
+        """(judge calls, tokens at most) per scored sample: the cost guard's unit (harness/run/judge_budget.py)."""
         calls = self.calls_per_sample
         answer = self.max_new_tokens * MAX_CHARS_PER_TOKEN // CHARS_PER_TOKEN  # the cut answer's bound (within_budget)
         prompt = self.rubric_chars // CHARS_PER_TOKEN + calls * (self.reference_tokens + answer)

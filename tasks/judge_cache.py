@@ -1,5 +1,5 @@
 """What the LLM judge has been paid for: where its verdict cache lives (shared by every run on this machine) and the
-meter of real spending that `--judge-budget` is held to while a run goes (harness/judge.py arms it).
+meter of real spending that `--judge-budget` is held to while a run goes (harness/run/judge_budget.py arms it).
 
 The cache keeps an accepted verdict under its key (the judge, its settings and the exact prompt) and, apart, every
 verdict that was refused (a verdict HELMET's script would not score): a refusal is never read back as a verdict,
