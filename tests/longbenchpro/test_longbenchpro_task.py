@@ -165,3 +165,20 @@ def test_a_missing_copy_is_one_line(tmp_path, smol_tokenizer):
     ctx = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer), data_dir=tmp_path)
     with pytest.raises(ConfigError, match="^data_path: .* has no longbench_pro.json"):
         build().prepare(ctx)
+
+
+def test_without_a_local_copy_the_hub_file_is_read_at_the_pinned_revision(smol_tokenizer, monkeypatch):
+    asked = []
+
+    def hub_file(repo, filename, *, what, hint, revision=None):
+        asked.append((repo, filename, revision))
+        return FIXTURE / "longbenchpro" / "longbench_pro.json"
+
+    monkeypatch.setattr(task_module, "hub_file", hub_file)
+    ctx = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer))
+    t = build()
+    t.prepare(ctx)
+    assert t.samples_at(8192, ctx) == 2 and t.data_files(ctx) == []
+    assert asked == [("caskcsg/LongBench-Pro", "longbench_pro.json", task_module.REVISION)]
+    build(revision="0" * 40).prepare(ctx)
+    assert asked[-1][2] == "0" * 40
