@@ -120,5 +120,28 @@ def board_import(
 
 
 
+@board_app.command("push")
+def board_push(
+    repo_id: str = typer.Argument(..., help="Hugging Face dataset repository, NAME or OWNER/NAME (created if missing)"),
+    board: Path = typer.Option(Path("board"), "--board", help="the built board folder (ctxbench board build --out)"),
+    runs_dir: Path = typer.Option(Path("runs"), "--store", help="results store whose run records go with the board"),
+    private: bool = typer.Option(False, "--private", help="create the repository private (an existing one is kept)"),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="the Hub's URL (default: $HF_ENDPOINT or "
+                                           "https://huggingface.co)"),
+):
+    """Upload the board, results.csv and the run records (tokens and local paths removed) to a Hub dataset repo."""
+    from ctxbench.harness.core.extras import require_extra
+
+    require_extra("realdata", for_="ctxbench board push", modules=("huggingface_hub",))
+    from ctxbench.leaderboard.hub_push import check_repo_id, hub_token, push, upload_plan
+
+    check_repo_id(repo_id)
+    token = hub_token()  # before anything is read: no token, nothing read, nothing sent
+    files = upload_plan(board, runs_dir, token)
+    url = push(repo_id, files, token=token, endpoint=endpoint, private=private)
+    out.print(f"pushed {len(files)} files ({sum(len(f.content) for f in files):,} bytes) to dataset {repo_id}: {url}",
+              highlight=False, markup=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(board_app, name="board")
