@@ -28,6 +28,7 @@ from .aggregate import (
 )
 from .auc import auc_preamble, auc_value_columns, with_auc
 from .claimed import claimed_frame, claimed_records, claimed_section
+from .common_items import with_common_items
 from .exports import provenance_section, results_csv, training_section, write_ruler_summaries
 from .frame import AVG_TASK, format_length, model_meta, normalise
 from .publish import publish_board
@@ -278,6 +279,7 @@ def build_report(
     preamble = (*preamble, *auc_preamble(summary, auc_scale))
     claimed = claimed_frame(df, tasks, avgs)  # published rows beside this board's measurement of the same model
     sections[1:1] = [s for s in (claimed_section(claimed),) if s is not None]
+    sections = with_common_items(sections, df, compared)  # each --compare: the items both models have, and how many
     if short_section is not None:
         sections.insert(1, short_section)
     sections += [s for s in (_reasoning_section(cells), training_section(runs), provenance) if s is not None]
