@@ -42,7 +42,8 @@ def board_build(
 
     from ctxbench.leaderboard import build_report
     from ctxbench.leaderboard.board_json import write_board_json
-    from ctxbench.leaderboard.store_frame import examples, load_store, reported_frame
+    from ctxbench.leaderboard.store_frame import examples, load_store, reported_frame, select_runs
+    from ctxbench.leaderboard.viewer import sample_details
 
     if fmt not in FORMATS:
         raise ConfigError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}; json writes board.json only")
@@ -56,7 +57,8 @@ def board_build(
             raise ConfigError(f"--compare: expected MODEL_A:MODEL_B, got {c!r}")
         pairs.append(tuple(c.split(":", 1)))
     thr: float | str = float(threshold) if threshold.replace(".", "", 1).isdigit() else threshold
-    frames = load_store(runs_dir, [r for r in runs.split(",") if r] if runs else None)
+    run_ids = [r for r in runs.split(",") if r] if runs else None
+    frames = load_store(runs_dir, run_ids)
     reported = reported_frame(runs_dir)
     parts = [x for x in (frames.scores, reported) if not x.empty]
     if not parts and any("(perplexity) is not on the board" in n for n in frames.notes):
@@ -78,7 +80,8 @@ def board_build(
     board_dir = out_dir if scratch is None else Path(scratch.name) / "board"
     report = build_report(df, out_dir=board_dir, cells=frames.cells, runs=frames.runs, notes=notes, threshold=thr,
                           title=title, comparisons=pairs, examples=examples(frames.scores), relative=relative_effective,
-                          auc=auc_lengths, auc_scale=auc_scale)
+                          auc=auc_lengths, auc_scale=auc_scale,
+                          sample_details=sample_details(select_runs(runs_dir, run_ids)))
     if scratch is not None:
         with scratch:
             out.print(f"wrote {write_board_json(board_dir, out_dir)}", highlight=False, markup=False, soft_wrap=True)

@@ -117,6 +117,8 @@ def test_writes_all_files_and_no_temporaries(built) -> None:
         "leaderboard.md",
         "results.csv",
         "results.json",
+        "samples",  # the sample viewer (leaderboard/viewer.py)
+        "samples.html",
         "summary",
     ]
     assert (report.html.stat().st_mode & 0o777) == 0o644
