@@ -95,6 +95,9 @@ class TrainerConfig(BaseModel):
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field("auto", description="auto: bf16 on a GPU that has it, else fp32")
     gradient_checkpointing: bool = Field(False, description="recompute activations in backward: long sequences on less memory")
     attn_implementation: str = Field("sdpa", description="eager, sdpa or flash_attention_2")
+    loss_chunk_tokens: int = Field(0, ge=0, description="compute the LM head and cross-entropy this many positions at a "
+                                   "time, so the full logits are never held (long sequences, large vocabularies); 0 = off. "
+                                   "The loss and gradients are the same (to float rounding)", json_schema_extra=EXECUTION)
     deepspeed: str | None = Field(None, description="zero3, zero3_offload (configs/deepspeed/) or a DeepSpeed JSON path")
     sequence_parallel: int = Field(1, ge=1, description="DeepSpeed-Ulysses degree: processes that share each sequence "
                                    "(needs deepspeed; divides the process count and the sequence length)",

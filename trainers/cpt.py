@@ -158,6 +158,8 @@ class PackedSequences:
         total = self.ends[-1] if self.ends else 0
         self.start, self.stop = start, total if stop is None else min(stop, total)
         self._open: dict[int, np.ndarray] = {}
+        self.per_document = m.config.get("attention") == "per_document"
+        self._starts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def __len__(self) -> int:
         return max(0, self.stop - self.start)
@@ -170,7 +172,24 @@ class PackedSequences:
         if k not in self._open:
             self._open[k] = np.load(self.dir / self.shards[k], mmap_mode="r")
         first = self.ends[k] - self.counts[k]
-        return {"input_ids": np.asarray(self._open[k][row - first], dtype=np.int64)}
+        out = {"input_ids": np.asarray(self._open[k][row - first], dtype=np.int64)}
+        if self.per_document:
+            out["doc_starts"] = self._doc_starts(k, row - first)
+        return out
+
+    def _doc_starts(self, k: int, i: int) -> np.ndarray:
+        """Where sequence i of shard k's documents start (the side file of a per_document packing)."""
+        if k not in self._starts:
+            with np.load(self.dir / self.shards[k].replace(".npy", ".docs.npz")) as side:
+                self._starts[k] = (side["start_offsets"], side["starts"])
+        offsets, starts = self._starts[k]
+        return np.asarray(starts[offsets[i]:offsets[i + 1]], dtype=np.int64)
+
+
+def document_positions(starts: np.ndarray, length: int) -> np.ndarray:
+    """Position ids that restart at 0 at every document start (starts begins with 0)."""
+    bounds = np.append(starts, length)
+    return np.concatenate([np.arange(hi - lo) for lo, hi in zip(bounds[:-1], bounds[1:])])
 
 
 def collate_packed(rows: list[dict[str, np.ndarray]]) -> dict[str, Any]:
@@ -182,7 +201,12 @@ def collate_packed(rows: list[dict[str, np.ndarray]]) -> dict[str, Any]:
 
     ids = torch.from_numpy(np.stack([r["input_ids"] for r in rows]))
     positions = torch.arange(ids.shape[1]).expand_as(ids).clone()
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone(), "position_ids": positions}
+    labels = ids.clone()
+    if "doc_starts" in rows[0]:  # per_document packing: positions restart per document; no loss across a boundary
+        width = ids.shape[1]
+        positions = torch.from_numpy(np.stack([document_positions(r["doc_starts"], width) for r in rows]))
+        labels[positions == 0] = -100  # the first token of a document is not predicted from the one before it
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels, "position_ids": positions}
 
 
 @register("trainer", "cpt")
@@ -273,6 +297,8 @@ class CPTTrainer(HFTrainer):
             stop = min(stop, d.max_sequences)
         train = PackedSequences(directory, 0, stop)
         data_hash = content_hash([m.data_hash, eval_hash, len(train)])
+        if train.per_document:  # the same tokens, attended per document, are other training data
+            data_hash = content_hash([data_hash, "per_document"])
         info = {"path": str(directory), "method": m.method, "tokenizer": m.tokenizer, "sequences": len(train),
                 "tokens": len(train) * m.seq_len, "eval_sequences": len(evalset) if evalset else 0,
                 "eval_tokens": len(evalset) * m.seq_len if evalset else 0, "packing_config_hash": m.config_hash}
@@ -297,6 +323,29 @@ class CPTTrainer(HFTrainer):
 
     def data_collator(self):
         return collate_packed
+
+    def per_document(self) -> bool:
+        """Whether the packing attends per document (from the synthesis settings, or the packed data's manifest)."""
+        from ctxbench.trainers.data.shards import read_manifest
+
+        d = self.config.data
+        if d.synthesis is not None:
+            return d.synthesis.get("attention") == "per_document"
+        m = read_manifest(Path(d.path))
+        return m is not None and m.config.get("attention") == "per_document"
+
+    def check_sequence_parallel(self, seq_len: int | None) -> None:
+        if self.config.sequence_parallel > 1 and self.per_document():
+            raise ConfigError("attention: per_document packing does not run under sequence_parallel > 1 yet (each shard "
+                              "would mask with its own positions); set sequence_parallel: 1 or attention: cross_document")
+        super().check_sequence_parallel(seq_len)
+
+    def hf_trainer_class(self) -> type:
+        """The chunked loss (loss_chunk_tokens) and per-document attention need the packed-LM trainer."""
+        from ctxbench.trainers.chunked_loss import packed_lm_trainer_class
+
+        chunk, per_document = self.config.loss_chunk_tokens, self.per_document()
+        return packed_lm_trainer_class(chunk, per_document) if chunk or per_document else super().hf_trainer_class()
 
     def plan_workloads(self) -> list[Any]:
         """One workload: the packed sequence length (from the synthesis settings, or the packed data's manifest)."""

@@ -107,6 +107,7 @@ class Workload:
     sequence_parallel: int = 1
     checkpointing: bool = False
     eager: bool = False  # eager attention keeps the S x S scores
+    loss_chunk_tokens: int = 0  # chunked loss: the logits of at most this many positions exist at once; 0: all
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,10 @@ def per_gpu(w: Workload, gpus: int) -> Plan:
     acts = tokens * s.activation_bytes() * kept + (tokens * 2 * s.hidden * s.layers if w.checkpointing else 0)
     if w.eager:
         acts += kept * w.sequences * (s.heads / w.sequence_parallel) * w.seq_len**2 * 4.0
-    acts += tokens * w.logit_positions * s.vocab * 10.0  # 16-bit logits, their fp32 copy, the fp32 gradient
+    logit_rows = tokens * w.logit_positions
+    if w.loss_chunk_tokens:
+        logit_rows = min(logit_rows, w.loss_chunk_tokens)  # one chunk's logits at a time, forward and recomputed backward
+    acts += logit_rows * s.vocab * 10.0  # 16-bit logits, their fp32 copy, the fp32 gradient
     return Plan(w, gpus, weights, grads, optim, acts, cpu)
 
 
@@ -182,7 +186,8 @@ def workload(config: Any, name: str, *, seq_len: int, sequences: int, trainable:
     zero, offload = zero_of(config.deepspeed)
     sp = sequence_parallel or getattr(config, "sequence_parallel", 1)
     return Workload(name, shape, seq_len, sequences, shape.params() if trainable is None else trainable, logit_positions,
-                    zero, offload, sp, config.gradient_checkpointing, config.attn_implementation == "eager")
+                    zero, offload, sp, config.gradient_checkpointing, config.attn_implementation == "eager",
+                    getattr(config, "loss_chunk_tokens", 0))
 
 
 def lora_trainable(shape: Shape, lora: Any) -> int:
@@ -208,7 +213,8 @@ def render(workloads: list[Workload], gpu_gib: float) -> list[str]:
         z = f"ZeRO-{w.zero}{' offload' if w.offload else ''}" if w.zero else "DDP (no DeepSpeed)"
         lines.append(f"{w.name}: {w.shape.params() / 1e9:.3g}B parameters ({w.trainable / 1e9:.3g}B trained), "
                      f"{w.sequences} x {w.seq_len:,} tokens per GPU, {z}, sequence parallel {w.sequence_parallel}, "
-                     f"activation checkpointing {'on' if w.checkpointing else 'off'}")
+                     f"activation checkpointing {'on' if w.checkpointing else 'off'}"
+                     f"{f', loss in chunks of {w.loss_chunk_tokens:,} tokens' if w.loss_chunk_tokens else ''}")
         plan = smallest_cluster(w, gpu)
         shown = plan or per_gpu(w, max(CLUSTERS))
         cpu = f", CPU {gib(shown.cpu_per_node)} per node" if shown.cpu_per_node else ""

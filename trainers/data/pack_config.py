@@ -3,7 +3,7 @@ the packing registry can name it without importing the pipeline."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,3 +28,7 @@ class SynthesisConfig(BaseModel):
     shard_size: int = Field(0, ge=0, description="sequences per shard; 0 = about 16M tokens per shard")
     cache_dir: str | None = Field(None, description="token/index cache root (default: $CTXBENCH_CACHE/corpora)",
                                   json_schema_extra=EXECUTION)
+    attention: Literal["cross_document", "per_document"] = Field(
+        "cross_document", description="cross_document: a token attends to every earlier token of its sequence, other "
+        "documents included; per_document: each document only to itself (the side files record where documents start, "
+        "the trainer restarts position ids there and masks the prediction across a boundary)")

@@ -97,6 +97,8 @@ def pack_identity(config: SynthesisConfig, **_: Any) -> Identity:
 def _config_dump(config: SynthesisConfig) -> dict[str, Any]:
     cfg = identity_dump(config)  # where it is written and cached left out, as each field declares
     cfg["method_args"] = parse_args(config.method, config.method_args).model_dump(mode="json")
+    if config.attention == "cross_document":
+        del cfg["attention"]  # the default, as packings were before the option: their identities stay
     return cfg
 
 
@@ -175,9 +177,12 @@ class _SideFiles:
         self.docs: list[list[int]] = []
         self.sources: list[int] = []
         self.continued: list[bool] = []
+        self.starts: list[np.ndarray] | None = [] if manifest.config.get("attention") == "per_document" else None
         self.t_last = time.perf_counter()
 
-    def add(self, docs: list[int], source: int, continued: bool) -> None:
+    def add(self, docs: list[int], source: int, continued: bool, seq: np.ndarray) -> None:
+        if self.starts is not None:
+            self.starts.append(document_starts(seq, self.prep.separators[1]))
         self.docs.append(docs)
         self.sources.append(source)
         self.continued.append(continued)
@@ -191,9 +196,12 @@ class _SideFiles:
         own = (src == 0) | (p.mix is p.corpus)
         dom[own] = p.corpus.domains[ids[own]]
         dom[~own] = p.mix.domains[ids[~own]] + p.mix_offset
+        starts = {} if self.starts is None else {  # per_document: where each sequence's documents start
+            "start_offsets": np.concatenate([[0], np.cumsum([len(s) for s in self.starts])]),
+            "starts": np.concatenate(self.starts).astype(np.int32)}
         atomic_write(self.out / f"shard-{n:05d}.docs.npz", lambda f: np.savez(
             f, offsets=np.concatenate([[0], np.cumsum(lens)]), doc_ids=ids.astype(np.int32), domains=dom,
-            source=np.array(self.sources, dtype=np.int8), continued=np.array(self.continued, dtype=bool)))
+            source=np.array(self.sources, dtype=np.int8), continued=np.array(self.continued, dtype=bool), **starts))
         save_state(self.out / f"state-{n + 1:05d}.npz", p.packer.state())
         now = time.perf_counter()
         timing = self.manifest.stats["timing"]
@@ -202,6 +210,7 @@ class _SideFiles:
         packer = p.packer
         self.manifest.stats["methods"] = packer.summary() if isinstance(packer, Mixer) else {packer.name: packer.summary()}
         self.docs, self.sources, self.continued = [], [], []
+        self.starts = None if self.starts is None else []
 
 
 class _Writer(ShardWriter):
@@ -228,7 +237,7 @@ def _pack(config: SynthesisConfig, ident: Identity, *, progress: Callable[[int, 
     while manifest.num_sequences + len(writer.buffer) < total:
         src = packer.next_source() if isinstance(packer, Mixer) else 0
         seq, docs = packer.next()
-        side.add(docs, src, packer.continued)
+        side.add(docs, src, packer.continued, seq)
         before = len(manifest.shards)
         writer.add(seq)
         if len(manifest.shards) > before:
@@ -246,6 +255,13 @@ def _listed(out: Path, n: int, progress, manifest: Manifest, seq_len: int, total
         old.unlink()
     if progress:
         progress(manifest.tokens, total * seq_len)
+
+
+def document_starts(seq: np.ndarray, eos: int) -> np.ndarray:
+    """Token offsets where the sequence's documents (or the rest of one cut off before) start: 0 and after every EOS,
+    the separator that ends each framed document."""
+    after = np.flatnonzero(np.asarray(seq)[:-1] == eos) + 1
+    return np.concatenate([[0], after]).astype(np.int32)
 
 
 def packed_document_ids(out_dir: str | Path) -> frozenset[str]:

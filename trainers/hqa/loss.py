@@ -11,11 +11,13 @@ import numpy as np
 from ctxbench.trainers.hqa.chat import IGNORE
 
 
-def answer_loss_sum(model, input_ids, attention_mask=None, labels=None, position_ids=None, shift_labels=None):
-    """(sum of next-token cross-entropy over labelled positions, their count), computing logits only there.
+def answer_loss_sum(model, input_ids, attention_mask=None, labels=None, position_ids=None, shift_labels=None,
+                    chunk_tokens: int = 0):
+    """(sum of next-token cross-entropy over labelled positions, their count), computing logits only there, and
+    `chunk_tokens` of them at a time when set (trainers/chunked_loss.py).
     `shift_labels` (a sequence-parallel shard: DeepSpeed-Ulysses shifts the labels before it cuts the sequence) are
     already the next tokens of each position; `labels` are shifted here."""
-    import torch.nn.functional as F
+    from ctxbench.trainers.chunked_loss import head_ce_sum
 
     # through the model's own forward (under DDP, the wrapper's: only then are gradients averaged over processes),
     # keeping one logit; the last hidden state (after the final norm) gives the logits of the labelled positions only
@@ -26,14 +28,11 @@ def answer_loss_sum(model, input_ids, attention_mask=None, labels=None, position
     inner = getattr(model, "module", model)  # DistributedDataParallel wraps the model
     targets = shift_labels if shifted else labels[:, 1:]
     keep = targets != IGNORE
-    logits = inner.get_output_embeddings()(hidden[keep]).float()
     cap = getattr(inner.config, "final_logit_softcapping", None)
-    if cap:
-        logits = logits.div(cap).tanh().mul(cap)
-    return F.cross_entropy(logits, targets[keep], reduction="sum"), keep.sum()
+    return head_ce_sum(inner.get_output_embeddings(), hidden[keep], targets[keep], chunk_tokens, cap), keep.sum()
 
 
-def answer_only_trainer_class():
+def answer_only_trainer_class(chunk_tokens: int = 0):
     from transformers import Trainer
 
     class AnswerOnlyTrainer(Trainer):
@@ -59,7 +58,7 @@ def answer_only_trainer_class():
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             keys = ("input_ids", "attention_mask", "labels", "position_ids", "shift_labels")
-            total, n = answer_loss_sum(model, **{k: inputs[k] for k in keys if k in inputs})
+            total, n = answer_loss_sum(model, **{k: inputs[k] for k in keys if k in inputs}, chunk_tokens=chunk_tokens)
             if model.training:
                 self.answer_tokens += int(n)
             self._scaled = num_items_in_batch is not None

@@ -190,7 +190,7 @@ class StageTrainer(HFTrainer):
                             c.seq_len if c.sequence_parallel > 1 else None)
 
     def hf_trainer_class(self) -> type:
-        return answer_only_trainer_class()
+        return answer_only_trainer_class(self.config.loss_chunk_tokens)
 
     def manifest_extra(self, hf) -> dict[str, Any]:
         """The stage, and answer tokens: those the loss saw in this process (a resumed run counts from its checkpoint

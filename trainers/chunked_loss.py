@@ -1,0 +1,91 @@
+"""Chunked LM-head cross-entropy (`loss_chunk_tokens`): the logits of a long sequence are never held whole.
+
+The full logits tensor is tokens x vocabulary (64K tokens x 128K vocabulary in fp32 is 32 GiB, plus its gradient).
+Here the head and the cross-entropy run over `chunk_tokens` positions at a time, each chunk under activation
+checkpointing: the forward keeps only the chunk's loss, the backward recomputes that chunk's logits alone. The loss
+is the same sum (to float rounding: the chunks are added in order), and so are the gradients.
+
+Also the causal-LM trainer of packed sequences (cpt): the chunked loss, and the per-document attention of packings
+made with `attention: per_document` (position ids restart per document; transformers then masks across documents).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+IGNORE = -100
+
+
+def head_ce_sum(head: Any, hidden: Any, targets: Any, chunk_tokens: int = 0, softcap: float | None = None) -> Any:
+    """Sum of cross-entropy of `head(hidden)` against targets ([N, H] and [N], no ignored entries), computing the
+    logits `chunk_tokens` rows at a time (0: all at once)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.checkpoint import checkpoint
+
+    def piece(h, t):
+        logits = head(h).float()
+        if softcap:
+            logits = logits.div(softcap).tanh().mul(softcap)
+        return F.cross_entropy(logits, t, reduction="sum")
+
+    n = hidden.shape[0]
+    if chunk_tokens <= 0 or n <= chunk_tokens:
+        return piece(hidden, targets)
+    total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+    for lo in range(0, n, chunk_tokens):
+        h, t = hidden[lo:lo + chunk_tokens], targets[lo:lo + chunk_tokens]
+        total = total + (checkpoint(piece, h, t, use_reentrant=False) if torch.is_grad_enabled() else piece(h, t))
+    return total
+
+
+def lm_loss_sum(model: Any, input_ids: Any, labels: Any = None, *, chunk_tokens: int = 0, attention_mask: Any = None,
+                position_ids: Any = None, shift_labels: Any = None) -> tuple[Any, Any]:
+    """(sum of next-token cross-entropy over labelled positions, their count), the head applied in chunks.
+    Through the model's own forward (under DDP the wrapper's, so gradients are averaged), keeping one logit."""
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, output_hidden_states=True,
+                logits_to_keep=1, use_cache=False)
+    shifted = shift_labels is not None
+    hidden = out.hidden_states[-1] if shifted else out.hidden_states[-1][:, :-1]
+    targets = shift_labels if shifted else labels[:, 1:]
+    keep = targets != IGNORE
+    inner = getattr(model, "module", model)  # DistributedDataParallel wraps the model
+    cap = getattr(inner.config, "final_logit_softcapping", None)
+    return head_ce_sum(inner.get_output_embeddings(), hidden[keep], targets[keep], chunk_tokens, cap), keep.sum()
+
+
+def model_inputs(inputs: dict[str, Any], per_document: bool) -> dict[str, Any]:
+    """The batch as the model gets it: per-document attention drops the all-ones attention mask, since transformers
+    builds the block-diagonal mask from restarting position ids only when no 2D mask is given."""
+    return {k: v for k, v in inputs.items() if not (per_document and k == "attention_mask")}
+
+
+def packed_lm_trainer_class(chunk_tokens: int, per_document: bool) -> type:
+    """A transformers Trainer for packed causal-LM batches: the loss in chunks (chunk_tokens > 0), and per-document
+    attention (the all-ones attention mask dropped, so transformers builds the block-diagonal mask from the restarting
+    position ids; the mask is in the batch only so that token accounting counts every token)."""
+    from transformers import Trainer
+
+    class PackedLMTrainer(Trainer):
+        _scaled = False
+
+        @property
+        def loss_is_scaled_for_ga(self):
+            return self._scaled
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            inputs = model_inputs(inputs, per_document)
+            if not chunk_tokens:
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            keys = ("input_ids", "labels", "attention_mask", "position_ids", "shift_labels")
+            total, n = lm_loss_sum(model, chunk_tokens=chunk_tokens, **{k: inputs[k] for k in keys if k in inputs})
+            self._scaled = num_items_in_batch is not None
+            if self._scaled:
+                loss = total / num_items_in_batch
+                if ("shift_labels" in inputs or self.args.average_tokens_across_devices) and self.accelerator.num_processes > 1:
+                    loss = loss * self.accelerator.num_processes  # DDP (and ZeRO) average gradients over processes
+            else:
+                loss = total / n.clamp(min=1)
+            return (loss, {}) if return_outputs else loss  # no logits to return: evaluation reads the loss only
+
+    return PackedLMTrainer
