@@ -34,6 +34,7 @@ from .frame import AVG_TASK, format_length, model_meta, normalise
 from .publish import publish_board
 from .ranking import Rule, comparison_groups, effective_length, relative_effective_length, resolve_threshold, weighted_averages
 from .render import Figure, Section, render_html, render_markdown
+from .repeats import repeat_records, repeat_spread, repeats_section
 from .tables import (
     REPORTED_MARK,
     category_display,
@@ -278,14 +279,15 @@ def build_report(
     )
     preamble = (*preamble, *auc_preamble(summary, auc_scale))
     claimed = claimed_frame(df, tasks, avgs)  # published rows beside this board's measurement of the same model
-    sections[1:1] = [s for s in (claimed_section(claimed),) if s is not None]
+    repeats = repeat_spread(df, tasks, avgs)  # --repeats k: each repeat's score beside the interval
+    sections[1:1] = [s for s in (claimed_section(claimed), repeats_section(repeats)) if s is not None]
     sections = with_common_items(sections, df, compared)  # each --compare: the items both models have, and how many
     if short_section is not None:
         sections.insert(1, short_section)
     sections += [s for s in (_reasoning_section(cells), training_section(runs), provenance) if s is not None]
     results = {**base, "scale": "percent", "threshold": thr, **settings,
                **_results_records(summary, avgs, tasks, cats, compared), "short_context": short_records,
-               "claimed": claimed_records(claimed)}
+               "claimed": claimed_records(claimed), "repeats": repeat_records(repeats)}
     return _write(out, title, (*head, *preamble), sections, results,
                   results_csv(tasks, avgs, summary, _short_frame(short_records["tasks"])), summaries=(df, tasks),
                   details=sample_details or {})

@@ -34,7 +34,8 @@ from ctxbench.harness.core.types import board_name, run_fingerprint, sample_of
 from .reported_store import REPORTED_DIR, import_reported, reported_frame  # noqa: F401 - the store's published tables
 
 SCORE_COLUMNS = ["model", "run_id", "task", "category", "length", "depth", "index", "seed", "score", "position", "source",
-                 "claimed_length", "prediction", "answers", "fingerprint", "prompt_hash", "empty", "cluster"]
+                 "claimed_length", "prediction", "answers", "fingerprint", "prompt_hash", "empty", "cluster", "repeat_scores"]
+# repeat_scores: a sample's score in each of its repeats (--repeats k), in repeat order; () for a single generation
 # unfinished: samples whose reasoning never closed (thinking_unfinished, counted 0); reasoning_tokens: their mean per cell
 CELL_COLUMNS = ["model", "task", "length", "planned", "done", "errored", "pending", "errors", "unfinished", "reasoning_tokens",
                 "stopped", "sequential_lo", "sequential_hi", "sequential", "over_budget"]
@@ -269,7 +270,9 @@ def average_repeats(scored: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for rows in groups.values():
         first = min(rows, key=lambda r: r["_repeat"])  # its prediction and flags stand for the sample
-        out.append({**first, "score": sum(float(r["score"]) for r in rows) / len(rows)} if len(rows) > 1 else first)
+        ordered = tuple(float(r["score"]) for r in sorted(rows, key=lambda r: r["_repeat"]))
+        out.append({**first, "score": sum(ordered) / len(rows), "repeat_scores": ordered} if len(rows) > 1
+                   else {**first, "repeat_scores": ()})
     return out
 
 
