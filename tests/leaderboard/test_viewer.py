@@ -7,6 +7,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from ctxbench.harness.core.store import RunStore
 from ctxbench.harness.core.types import RunRecord
 from ctxbench.leaderboard.report import build_report
@@ -50,6 +52,11 @@ def make_board(root: Path, *, per_cell: int = 3, lengths=(512, 1024), plant: boo
     return root / "board"
 
 
+@pytest.fixture(scope="module")
+def board(tmp_path_factory) -> Path:
+    return make_board(tmp_path_factory.mktemp("viewer"))
+
+
 def _cell_rows(board: Path, name: str) -> list[dict]:
     text = (board / "samples" / name).read_text()
     head, body = text.split("(", 1)
@@ -57,8 +64,7 @@ def _cell_rows(board: Path, name: str) -> list[dict]:
     return json.loads(body.rsplit(");", 1)[0].split(",", 1)[1])
 
 
-def test_each_cell_gets_one_file_and_a_link_from_index_html(tmp_path):
-    board = make_board(tmp_path)
+def test_each_cell_gets_one_file_and_a_link_from_index_html(board):
     index = (board / "index.html").read_text()
     links = re.findall(r'<a class="cell" href="([^"]+)">', index)
     assert len(links) == 2 * 2 * 2  # models x tasks x lengths
@@ -75,8 +81,7 @@ def test_each_cell_gets_one_file_and_a_link_from_index_html(tmp_path):
     assert "Fraction of references found" in index_js  # the metric's one-line explanation
 
 
-def test_a_planted_prompt_or_answer_is_escaped_everywhere(tmp_path):
-    board = make_board(tmp_path)
+def test_a_planted_prompt_or_answer_is_escaped_everywhere(board):
     for path in (board / "samples").glob("c*.js"):  # data: no markup character at all, only \u003c escapes
         assert not set("<>&") & set(path.read_text()), path
     for path in (board / "samples.html", board / "index.html", board / "samples" / "index.js"):
@@ -92,10 +97,9 @@ def test_js_literal_cannot_close_a_script_or_open_a_comment():
     assert json.loads(text) == {"a": "</script><!-- & \u2028"}
 
 
-def test_a_board_without_details_still_links_its_samples(tmp_path):
-    board = make_board(tmp_path, plant=False)
-    frames = load_store(tmp_path / "runs")
+def test_a_board_without_details_still_links_its_samples(board, tmp_path):
+    frames = load_store(board.parent / "runs")
     build_report(frames.scores, out_dir=tmp_path / "plain", cells=frames.cells, runs=frames.runs, n_boot=50)
     rows = _cell_rows(tmp_path / "plain", "c0.js")
-    assert "prompt" not in rows[0] and rows[0]["answer"].startswith("I think")  # from the score frame alone
-    assert (board / "samples.html").is_file()
+    assert "prompt" not in rows[0] and "reasoning" not in rows[0] and rows[1]["answer"].startswith("The magic")
+    assert (tmp_path / "plain" / "samples.html").is_file() and 'class="cell"' in (tmp_path / "plain" / "index.html").read_text()
