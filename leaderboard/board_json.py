@@ -40,6 +40,9 @@ FIELDS: dict[str, tuple[str, dict[str, str]]] = {
         "published_model": "published_model", "model": "model", "task": "task", "length": "length",
         "published": "published", "measured": "measured", "lo": "lo", "hi": "hi", "n": "n",
         "difference": "difference", "verdict": "verdict"}),
+    "repeats": ("repeats", {
+        "model": "model", "task": "task", "length": "length", "repeats": "repeats", "per_repeat": "per_repeat",
+        "spread": "spread"}),
 }
 TOP_FIELDS = ("schema", "title", "built_with", "scale", "ci", "threshold", "effective_length_rule", *FIELDS)
 

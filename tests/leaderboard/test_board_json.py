@@ -34,6 +34,7 @@ def test_format_json_writes_only_board_json_with_the_schema(tmp_path, ctxbench):
     assert cell["score"] == 100.0 and cell["n"] == 4 and round(cell["lo"], 1) == 39.8
     assert doc["comparisons"][0]["n_pairs"] == 8 and doc["comparisons"][0]["n_only_a"] == 0
     assert doc["claimed"][0]["verdict"] == "inside the interval"
+    assert doc["repeats"] == []  # no --repeats run on this board (tests/leaderboard/test_repeats.py has one)
 
 
 def test_bad_format_is_one_line_and_writes_nothing(tmp_path, ctxbench):

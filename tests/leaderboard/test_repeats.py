@@ -8,6 +8,7 @@ import json
 
 from ctxbench.harness.core.store import RunStore
 from ctxbench.harness.core.types import RunRecord, repeat_id
+from ctxbench.leaderboard.board_json import board_document
 from ctxbench.leaderboard.report import build_report
 from ctxbench.leaderboard.store_frame import load_store
 
@@ -40,6 +41,8 @@ def test_per_repeat_scores_and_spread_beside_the_interval(tmp_path):
     assert "| 4K | 66.7 " in row and "(n=6) | 66.7, 50.0, 83.3 | 33.3 |" in row, row
     rec = json.loads((tmp_path / "board" / "results.json").read_text())["repeats"]
     assert rec[0]["repeats"] == 3 and rec[0]["n"] == 6 and [round(v, 1) for v in rec[0]["per_repeat"]] == [66.7, 50.0, 83.3]
+    doc = board_document(json.loads((tmp_path / "board" / "results.json").read_text()))
+    assert doc["repeats"][0]["repeats"] == 3 and round(doc["repeats"][0]["spread"], 1) == 33.3
 
 
 def test_no_repeats_no_section(tmp_path):
