@@ -87,6 +87,6 @@ def test_a_store_of_only_unknown_kinds_says_so(tmp_path):
     _record(tmp_path / "runs", "future", "benchmark-v9")
     with pytest.raises(ConfigError) as e:
         board_build(runs_dir=tmp_path / "runs", runs=None, out_dir=tmp_path / "board", threshold="85.6", compare=[],
-                    title="t", relative_effective=None)
+                    title="t", relative_effective=None, auc=None, auc_scale="tokens", fmt="board")
     assert "future" in str(e.value) and "benchmark-v9" in str(e.value)
     assert not (tmp_path / "board").exists()
