@@ -39,6 +39,24 @@ def head_ce_sum(head: Any, hidden: Any, targets: Any, chunk_tokens: int = 0, sof
     return total
 
 
+def head_token_logps(head: Any, hidden: Any, targets: Any, chunk_tokens: int, softcap: float | None = None) -> Any:
+    """log p(target) of each row of `head(hidden)` ([N, H], [N] -> [N]), the logits `chunk_tokens` rows at a time,
+    each chunk recomputed in backward (LOGO's per-response rewards)."""
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    def piece(h, t):
+        logits = head(h).float()
+        if softcap:
+            logits = logits.div(softcap).tanh().mul(softcap)
+        return logits.gather(1, t.unsqueeze(1)).squeeze(1) - torch.logsumexp(logits, dim=-1)
+
+    parts = [checkpoint(piece, hidden[lo:lo + chunk_tokens], targets[lo:lo + chunk_tokens], use_reentrant=False)
+             if torch.is_grad_enabled() else piece(hidden[lo:lo + chunk_tokens], targets[lo:lo + chunk_tokens])
+             for lo in range(0, hidden.shape[0], chunk_tokens)]
+    return torch.cat(parts) if parts else hidden.new_zeros(0, dtype=torch.float32)
+
+
 def lm_loss_sum(model: Any, input_ids: Any, labels: Any = None, *, chunk_tokens: int = 0, attention_mask: Any = None,
                 position_ids: Any = None, shift_labels: Any = None) -> tuple[Any, Any]:
     """(sum of next-token cross-entropy over labelled positions, their count), the head applied in chunks.

@@ -147,3 +147,48 @@ def test_hqa_sfts_chunked_trainer_takes_the_unchunked_step(tmp_path):
         rows.append({"input_ids": ids, "labels": np.where(np.arange(n) >= n - answer, ids, -100)})
     ref = one_step(answer_only_trainer_class(), rows, pad_collator(0), tmp_path / "ref")
     check_same_step(ref, one_step(answer_only_trainer_class(4), rows, pad_collator(0), tmp_path / "chunked"))
+
+
+def test_logos_chunked_rewards_and_gradients_equal_the_unchunked_ones():
+    from ctxbench.trainers.logo.loss import logo_loss
+    from ctxbench.trainers.logo.trainer import response_rewards
+
+    model = tiny_llama(seed=7)
+    ids = torch.randint(3, VOCAB, (6, 36), generator=torch.Generator().manual_seed(4))  # 2 samples x (1 + 2) responses
+    labels = torch.full_like(ids, -100)
+    for row, start in enumerate((20, 25, 28, 22, 30, 18)):  # replies of unequal lengths
+        labels[row, start:] = ids[row, start:]
+    batch = {"input_ids": ids, "labels": labels, "attention_mask": torch.ones_like(ids),
+             "position_ids": torch.arange(36).expand_as(ids)}
+
+    def loss(chunk):
+        chosen, rejected, _ = response_rewards(model, batch, 3, chunk)
+        return logo_loss(chosen, rejected, beta=10.0, gamma=3.0, sft_weight=0.1).loss
+
+    ref, ref_grads = loss_and_grads(model, lambda: loss(0))
+    got, grads = loss_and_grads(model, lambda: loss(5))
+    # 1e-5, not 1e-6: the head over the gathered answer rows rounds differently from the head over the kept window
+    # (a single chunk differs as much), and beta = 10 scales the rewards into the loss
+    assert got.item() == pytest.approx(ref.item(), rel=1e-5)
+    for name, g in ref_grads.items():
+        assert torch.allclose(grads[name], g, rtol=1e-4, atol=1e-6), name
+
+
+@pytest.mark.slow  # ~10 s: two LOGO trainings; the chunked rewards themselves are checked above in the default tier
+def test_logo_trains_with_lora_and_the_chunked_loss_as_without(tmp_path, logo_data):
+    """Through the trainer (LoRA, evaluation included): the same losses with the head applied in chunks."""
+    from ctxbench.trainers.base import TrainRun
+    from ctxbench.trainers.logo.trainer import LogoConfig, LogoTrainer
+
+    def losses(chunk: int) -> list[float]:
+        cfg = LogoConfig(base_model={"config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                                                "num_attention_heads": 2, "num_key_value_heads": 1,
+                                                "max_position_embeddings": 4096}},
+                         store=str(tmp_path / f"runs{chunk}"), max_steps=2, per_device_batch_size=1, save_steps=2,
+                         eval_steps=2, threads=1, seed=0, learning_rate=1e-3, loss_chunk_tokens=chunk,
+                         data={"path": str(logo_data), "eval_samples": 2}, lora={"r": 4, "alpha": 8})
+        result = LogoTrainer(cfg).train()
+        return [r["loss"] for r in TrainRun(tmp_path / f"runs{chunk}", result.run_id).losses()]
+
+    unchunked = losses(0)
+    assert len(unchunked) == 3 and losses(64) == pytest.approx(unchunked, rel=1e-4)

@@ -144,10 +144,13 @@ def collate_responses(rows: list[dict[str, list[np.ndarray]]], *, pad_id: int) -
     return out
 
 
-def response_rewards(model: Any, batch: dict[str, Any], group: int):
-    """r(y) of every response (chosen [B], rejected [B, M]) and the model output; logits only over the answers."""
+def response_rewards(model: Any, batch: dict[str, Any], group: int, chunk_tokens: int = 0):
+    """r(y) of every response (chosen [B], rejected [B, M]) and the model output; logits only over the answers,
+    `chunk_tokens` answer positions at a time when set (loss_chunk_tokens)."""
     from ctxbench.trainers.logo.loss import response_logps
 
+    if chunk_tokens:
+        return chunked_response_rewards(model, batch, group, chunk_tokens)
     labels = batch["labels"]
     width = labels.shape[1]
     first = int((labels != -100).int().argmax(dim=1).min())  # earliest answer token of any row
@@ -159,7 +162,28 @@ def response_rewards(model: Any, batch: dict[str, Any], group: int):
     return r[:, 0], r[:, 1:], out
 
 
-def make_hf_trainer(*, group: int, beta: float, gamma: float, sft_weight: float, preference: bool) -> type:
+def chunked_response_rewards(model: Any, batch: dict[str, Any], group: int, chunk_tokens: int):
+    """response_rewards with the head applied to the answer positions in chunks (trainers/chunked_loss.py)."""
+    import torch
+
+    from ctxbench.trainers.chunked_loss import head_token_logps
+
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"],
+                use_cache=False, logits_to_keep=1, output_hidden_states=True)
+    targets = batch["labels"][:, 1:]
+    keep = targets != -100
+    inner = getattr(model, "module", model)
+    cap = getattr(inner.config, "final_logit_softcapping", None)
+    logp = head_token_logps(inner.get_output_embeddings(), out.hidden_states[-1][:, :-1][keep], targets[keep], chunk_tokens,
+                            cap)
+    rows = keep.nonzero()[:, 0]
+    sums = torch.zeros(targets.shape[0], dtype=logp.dtype, device=logp.device).index_add(0, rows, logp)
+    r = (sums / keep.sum(-1).clamp(min=1)).view(-1, group)
+    return r[:, 0], r[:, 1:], out
+
+
+def make_hf_trainer(*, group: int, beta: float, gamma: float, sft_weight: float, preference: bool,
+                    chunk_tokens: int = 0) -> type:
     """A transformers Trainer whose compute_loss is the LOGO objective, logging rewards like TRL's preference trainers."""
     from transformers import Trainer
 
@@ -172,7 +196,7 @@ def make_hf_trainer(*, group: int, beta: float, gamma: float, sft_weight: float,
             self._stored = {"train": defaultdict(list), "eval": defaultdict(list)}
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            chosen, rejected, out = response_rewards(model, inputs, group)
+            chosen, rejected, out = response_rewards(model, inputs, group, chunk_tokens)
             result = logo_loss(chosen, rejected, beta=beta, gamma=gamma, sft_weight=sft_weight, preference=preference)
             for key, value in result.metrics().items():
                 self._stored["train" if model.training else "eval"][key].append(value)
@@ -315,7 +339,7 @@ class LogoTrainer(HFTrainer):
     def hf_trainer_class(self) -> type:
         c = self.config
         return make_hf_trainer(group=int(self.manifest["responses_per_sample"]), beta=c.beta, gamma=c.gamma,
-                               sft_weight=c.sft_weight, preference=c.objective == "logo")
+                               sft_weight=c.sft_weight, preference=c.objective == "logo", chunk_tokens=c.loss_chunk_tokens)
 
     def training_arguments(self, data: DataBundle) -> dict[str, Any]:
         kw = super().training_arguments(data)
