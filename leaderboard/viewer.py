@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +24,16 @@ import pandas as pd
 from ctxbench.harness.core.io import atomic_write
 
 from . import viewer_page
+from .frame import format_length
 
 FOLDER = "samples"
 PAGE = "samples.html"
 FOLD_CHARS = 2000  # prompts longer than this open collapsed
 LOAD_LIMIT = 5_000  # samples the page loads at once; a wider filter asks for a narrower one (page weight)
 DETAIL_FIELDS = ("prompt", "reasoning", "prompt_tokens", "generated_tokens", "reasoning_tokens", "metric")
+_TABLE = re.compile(r"<table>.*?</table>", re.S)  # the board's own markup: every text in it is escaped (render.py)
+_HEAD = re.compile(r"<thead><tr>(.*?)</tr></thead>", re.S)
+_ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
 _JS_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 DetailKey = tuple[str, str, int, int]  # (run id, task, length, index)
@@ -46,8 +51,12 @@ class ViewerCell:
     mean: float
 
     def href(self) -> str:
-        return f"{PAGE}#" + "&".join(f"{k}={quote(str(v), safe='')}" for k, v in
-                                     (("model", self.model), ("task", self.task), ("length", self.length)))
+        return view_href(model=self.model, task=self.task, length=self.length)
+
+
+def view_href(**view: Any) -> str:
+    """samples.html opened on a view (model, task, length, ...), as the page reads its address's fragment."""
+    return f"{PAGE}#" + "&".join(f"{k}={quote(str(v), safe='')}" for k, v in view.items())
 
 
 def js_literal(value: Any) -> str:
@@ -157,6 +166,38 @@ def with_samples_section(page: str, section: str) -> str:
     return page[:at] + "\n" + section + "\n" + page[at:]
 
 
+def link_tables(page: str, cells: list[ViewerCell]) -> str:
+    """Each score of the board's tables whose rows are models (or models and tasks) and whose columns are lengths
+    becomes a link to those samples: a main-table score opens the model's samples at that length, a per-task score
+    that cell's."""
+    tasks, keys = {(c.model, c.task) for c in cells}, {k for c in cells for k in ((c.model, c.task, c.length), (c.model, c.length))}
+    models, labels = {m for m, _ in tasks}, {format_length(c.length): c.length for c in cells}
+
+    def table(match: re.Match) -> str:
+        text = match.group(0)
+        head = _HEAD.search(text)
+        headers = [html.unescape(h) for h in re.findall(r"<th>(.*?)</th>", head.group(1), re.S)] if head else []
+        columns = {i: labels[h] for i, h in enumerate(headers) if h in labels}
+        if not columns or headers[0] != "Model":
+            return text
+        by_task = headers[1] == "Task"
+
+        def row(m: re.Match) -> str:
+            tds = re.findall(r"<td>(.*?)</td>", m.group(1), re.S)
+            model, task = html.unescape(tds[0]) if tds else "", html.unescape(tds[1]) if by_task and tds else ""
+            if len(tds) != len(headers) or model not in models or (by_task and (model, task) not in tasks):
+                return m.group(0)
+            view = lambda i: {"model": model, **({"task": task} if by_task else {}), "length": columns[i]}  # noqa: E731
+            return "<tr>" + "".join(f'<td><a class="samples" href="{html.escape(view_href(**view(i)))}">{td}</a></td>'
+                                    if i in columns and (*view(i).values(),) in keys else f"<td>{td}</td>" for i, td in enumerate(tds)) + "</tr>"
+
+        return text[:head.end()] + _ROW.sub(row, text[head.end():])
+
+    return _TABLE.sub(table, page)
+
+
 def board_page(out: Path, page: str, df: pd.DataFrame, details: Mapping[DetailKey, Mapping[str, Any]], title: str) -> str:
-    """Write the viewer into the board folder ``out``; index.html's text with its Samples section linked in."""
-    return with_samples_section(page, samples_section(write_viewer(out, df, details, title=f"{title}: samples")))
+    """Write the viewer into the board folder ``out``; index.html's text with its scores linked to their samples and
+    a Samples section of every cell."""
+    cells = write_viewer(out, df, details, title=f"{title}: samples")
+    return with_samples_section(link_tables(page, cells), samples_section(cells))

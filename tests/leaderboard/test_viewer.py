@@ -69,6 +69,9 @@ def test_each_cell_gets_one_file_and_a_link_from_index_html(board):
     links = re.findall(r'<a class="cell" href="([^"]+)">', index)
     assert len(links) == 2 * 2 * 2  # models x tasks x lengths
     assert "samples.html#model=alpha&amp;task=niah%2Fsingle&amp;length=512" in links
+    scores = re.findall(r'<a class="samples" href="([^"]+)">[0-9]', index)  # the main and per-task tables' scores
+    assert "samples.html#model=beta&amp;length=1024" in scores  # a main-table score: the model at that length
+    assert "samples.html#model=beta&amp;task=kv%2Fretrieval&amp;length=512" in scores  # a per-task score: its cell
     assert sorted(p.name for p in (board / "samples").glob("c*.js")) == sorted(f"c{k}.js" for k in range(8))
     assert (board / "samples.html").is_file() and (board / "samples" / "viewer.js").is_file()
     rows = _cell_rows(board, "c1.js")  # alpha, kv/retrieval, 1024 (cells sorted by model, task, length)
