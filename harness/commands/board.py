@@ -38,11 +38,9 @@ def board_build(
     """Build the leaderboard report from runs (and imported published results)."""
     import tempfile
 
-    import pandas as pd
-
     from ctxbench.leaderboard import build_report
     from ctxbench.leaderboard.board_json import write_board_json
-    from ctxbench.leaderboard.store_frame import examples, load_store, reported_frame, select_runs
+    from ctxbench.leaderboard.store_frame import examples, select_runs
     from ctxbench.leaderboard.viewer import sample_details
 
     if fmt not in FORMATS:
@@ -58,6 +56,30 @@ def board_build(
         pairs.append(tuple(c.split(":", 1)))
     thr: float | str = float(threshold) if threshold.replace(".", "", 1).isdigit() else threshold
     run_ids = [r for r in runs.split(",") if r] if runs else None
+    frames, df, notes = _scores(runs_dir, run_ids)
+    # what the user can fix (--threshold, --compare) is a ConfigError from here; any other exception is a bug
+    scratch = None if fmt == "board" else tempfile.TemporaryDirectory(prefix="ctxbench-board-")  # json: built aside
+    board_dir = out_dir if scratch is None else Path(scratch.name) / "board"
+    report = build_report(df, out_dir=board_dir, cells=frames.cells, runs=frames.runs, notes=notes, threshold=thr,
+                          title=title, comparisons=pairs, examples=examples(frames.scores), relative=relative_effective,
+                          auc=auc_lengths, auc_scale=auc_scale,
+                          sample_details=sample_details(select_runs(runs_dir, run_ids)))
+    if scratch is not None:
+        with scratch:
+            out.print(f"wrote {write_board_json(board_dir, out_dir)}", highlight=False, markup=False, soft_wrap=True)
+        return
+    out.print(f"wrote {report.markdown}, {report.html}, {report.csv}, {report.json} and "
+              f"{out_dir / 'summary'}/<model>/<length>/summary.csv", highlight=False, markup=False, soft_wrap=True)
+    out.print(f"open {report.html} in a browser to see the board", highlight=False, markup=False, soft_wrap=True)
+
+
+def _scores(runs_dir: Path, run_ids: list[str] | None):
+    """The store's frames, the score frame with imported published rows, and the notes (printed): refused in one
+    line when nothing on the board could be drawn from them."""
+    import pandas as pd
+
+    from ctxbench.leaderboard.store_frame import load_store, reported_frame
+
     frames = load_store(runs_dir, run_ids)
     reported = reported_frame(runs_dir)
     parts = [x for x in (frames.scores, reported) if not x.empty]
@@ -75,20 +97,7 @@ def board_build(
         notes.append(f"{len(frames.skipped)} corrupt stored lines were skipped (first: {frames.skipped[0]})")
     for note in notes:
         err.print(f"note: {note}", highlight=False, markup=False)
-    # what the user can fix (--threshold, --compare) is a ConfigError from here; any other exception is a bug
-    scratch = None if fmt == "board" else tempfile.TemporaryDirectory(prefix="ctxbench-board-")  # json: built aside
-    board_dir = out_dir if scratch is None else Path(scratch.name) / "board"
-    report = build_report(df, out_dir=board_dir, cells=frames.cells, runs=frames.runs, notes=notes, threshold=thr,
-                          title=title, comparisons=pairs, examples=examples(frames.scores), relative=relative_effective,
-                          auc=auc_lengths, auc_scale=auc_scale,
-                          sample_details=sample_details(select_runs(runs_dir, run_ids)))
-    if scratch is not None:
-        with scratch:
-            out.print(f"wrote {write_board_json(board_dir, out_dir)}", highlight=False, markup=False, soft_wrap=True)
-        return
-    out.print(f"wrote {report.markdown}, {report.html}, {report.csv}, {report.json} and "
-              f"{out_dir / 'summary'}/<model>/<length>/summary.csv", highlight=False, markup=False, soft_wrap=True)
-    out.print(f"open {report.html} in a browser to see the board", highlight=False, markup=False, soft_wrap=True)
+    return frames, df, notes
 
 
 def _auc_lengths(auc: str | None, scale: str) -> tuple[int, ...]:
