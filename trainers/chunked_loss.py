@@ -73,9 +73,12 @@ def lm_loss_sum(model: Any, input_ids: Any, labels: Any = None, *, chunk_tokens:
 
 
 def model_inputs(inputs: dict[str, Any], per_document: bool) -> dict[str, Any]:
-    """The batch as the model gets it: per-document attention drops the all-ones attention mask, since transformers
-    builds the block-diagonal mask from restarting position ids only when no 2D mask is given."""
-    return {k: v for k, v in inputs.items() if not (per_document and k == "attention_mask")}
+    """The batch as the model gets it: per-document attention drops the all-ones attention mask and the KV cache,
+    since transformers builds the block-diagonal mask from restarting position ids only when neither is given (a
+    forward without use_cache=False makes a cache, in training too, and then attends across documents)."""
+    if not per_document:
+        return dict(inputs)
+    return {**{k: v for k, v in inputs.items() if k != "attention_mask"}, "use_cache": False}
 
 
 def packed_lm_trainer_class(chunk_tokens: int, per_document: bool) -> type:

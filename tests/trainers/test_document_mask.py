@@ -31,8 +31,8 @@ def framed_docs() -> list[np.ndarray]:
 
 def summed_loss(model, batch):
     """The model's own loss (what transformers' Trainer uses), as a sum over the predicted tokens."""
-    inputs = {k: batch[k] for k in ("input_ids", "labels", "position_ids", "attention_mask") if k in batch}
-    out = model(**inputs, use_cache=False)
+    inputs = {k: batch[k] for k in ("input_ids", "labels", "position_ids", "attention_mask", "use_cache") if k in batch}
+    out = model(**inputs)
     return out.loss * (batch["labels"][:, 1:] != -100).sum()
 
 
