@@ -57,7 +57,11 @@ def prefill_alone(model: Any, ids: list[int], device: str) -> tuple[list[tuple[A
     import torch
 
     start = time.perf_counter()
-    out = model(input_ids=torch.tensor([ids[:-1]], device=device), use_cache=True, logits_to_keep=1)
+    prompt = torch.tensor([ids[:-1]], device=device)
+    try:
+        out = model(input_ids=prompt, use_cache=True, logits_to_keep=1)  # the logits are not needed: the least of them
+    except TypeError:  # a model without logits_to_keep
+        out = model(input_ids=prompt, use_cache=True)
     cache = getattr(out, "cache", None)
     cache = getattr(out, "past_key_values", None) if cache is None else cache
     seconds = time.perf_counter() - start
