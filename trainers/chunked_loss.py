@@ -57,6 +57,23 @@ def head_token_logps(head: Any, hidden: Any, targets: Any, chunk_tokens: int, so
     return torch.cat(parts) if parts else hidden.new_zeros(0, dtype=torch.float32)
 
 
+def row_mean_logps(model: Any, batch: dict[str, Any], chunk_tokens: int) -> tuple[Any, Any]:
+    """(mean log-prob of each row's labelled next tokens, the model output), the head applied to the labelled positions
+    in chunks (LOGO's rewards r(y) under loss_chunk_tokens)."""
+    import torch
+
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"],
+                use_cache=False, logits_to_keep=1, output_hidden_states=True)
+    targets = batch["labels"][:, 1:]
+    keep = targets != IGNORE
+    inner = getattr(model, "module", model)
+    cap = getattr(inner.config, "final_logit_softcapping", None)
+    logp = head_token_logps(inner.get_output_embeddings(), out.hidden_states[-1][:, :-1][keep], targets[keep], chunk_tokens,
+                            cap)
+    sums = torch.zeros(targets.shape[0], dtype=logp.dtype, device=logp.device).index_add(0, keep.nonzero()[:, 0], logp)
+    return sums / keep.sum(-1).clamp(min=1), out
+
+
 def lm_loss_sum(model: Any, input_ids: Any, labels: Any = None, *, chunk_tokens: int = 0, attention_mask: Any = None,
                 position_ids: Any = None, shift_labels: Any = None) -> tuple[Any, Any]:
     """(sum of next-token cross-entropy over labelled positions, their count), the head applied in chunks.

@@ -150,7 +150,10 @@ def response_rewards(model: Any, batch: dict[str, Any], group: int, chunk_tokens
     from ctxbench.trainers.logo.loss import response_logps
 
     if chunk_tokens:
-        return chunked_response_rewards(model, batch, group, chunk_tokens)
+        from ctxbench.trainers.chunked_loss import row_mean_logps
+
+        r, out = row_mean_logps(model, batch, chunk_tokens)
+        return r.view(-1, group)[:, 0], r.view(-1, group)[:, 1:], out
     labels = batch["labels"]
     width = labels.shape[1]
     first = int((labels != -100).int().argmax(dim=1).min())  # earliest answer token of any row
@@ -159,26 +162,6 @@ def response_rewards(model: Any, batch: dict[str, Any], group: int, chunk_tokens
                 use_cache=False, logits_to_keep=keep)
     r, _ = response_logps(out.logits, labels[:, width - keep:])
     r = r.view(-1, group)
-    return r[:, 0], r[:, 1:], out
-
-
-def chunked_response_rewards(model: Any, batch: dict[str, Any], group: int, chunk_tokens: int):
-    """response_rewards with the head applied to the answer positions in chunks (trainers/chunked_loss.py)."""
-    import torch
-
-    from ctxbench.trainers.chunked_loss import head_token_logps
-
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"],
-                use_cache=False, logits_to_keep=1, output_hidden_states=True)
-    targets = batch["labels"][:, 1:]
-    keep = targets != -100
-    inner = getattr(model, "module", model)
-    cap = getattr(inner.config, "final_logit_softcapping", None)
-    logp = head_token_logps(inner.get_output_embeddings(), out.hidden_states[-1][:, :-1][keep], targets[keep], chunk_tokens,
-                            cap)
-    rows = keep.nonzero()[:, 0]
-    sums = torch.zeros(targets.shape[0], dtype=logp.dtype, device=logp.device).index_add(0, rows, logp)
-    r = (sums / keep.sum(-1).clamp(min=1)).view(-1, group)
     return r[:, 0], r[:, 1:], out
 
 
