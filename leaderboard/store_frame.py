@@ -304,8 +304,6 @@ def _cells(units: dict, pending: dict, stopped: dict, sequential: dict) -> pd.Da
         seq = sequential.get((cell[0], cell[2]), {})
         if cell[1] not in seq.get("tasks", [cell[1]]):
             seq = {}  # another run's task at that length: the anytime interval covers the sequential run's tasks only
-        if cell[1] not in seq.get("tasks", [cell[1]]):
-            seq = {}  # another run's task at that length: the anytime interval covers the sequential run's tasks only
         words = sequential_words({cell[2]: seq})[0].split(": ", 1)[1] if seq else ""
         vs = (seq.get("rule") or {}).get("until") == "vs"  # its interval is of the difference, not of the score
         lo, hi = (math.nan if vs or seq.get(k) is None else float(seq[k]) for k in ("lo", "hi"))
