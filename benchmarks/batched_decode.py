@@ -22,6 +22,7 @@ import argparse
 import json
 import time
 from collections import defaultdict
+from pathlib import Path
 
 
 def build_samples(suite_name: str, data_dir: str, tasks: str | None, lengths: str | None) -> list:
@@ -38,7 +39,7 @@ def build_samples(suite_name: str, data_dir: str, tasks: str | None, lengths: st
     if lengths:
         suite = suite.model_copy(update={"lengths": [int(x) for x in lengths.split(",")]})
     tok = load_tokenizer("smollm2-135m")
-    ctx = GenContext(tok, PromptRenderer(tok, suite.template), data_dir=data_dir)
+    ctx = GenContext(tok, PromptRenderer(tok, suite.template), data_dir=Path(data_dir))
     cells, _ = plan_cells(suite, ctx)
     out = []
     for cell in cells:
