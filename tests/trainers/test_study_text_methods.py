@@ -107,6 +107,10 @@ def test_data_methods_says_what_each_method_produces(methods, ctxbench, monkeypa
     monkeypatch.setenv("COLUMNS", "400")
     code, out, _ = ctxbench("data", "methods")
     assert code == 0
-    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.startswith("│")}
+    rows: dict[str, str] = {}
+    name = ""
+    for line in (x for x in out.splitlines() if x.startswith("│")):  # a wrapped cell continues under an empty name
+        name = line.split("│")[1].strip() or name
+        rows[name] = " ".join((rows.get(name, "") + " " + line.replace("│", " ")).split())
     assert "· produces packed" in rows["standard"] and "· produces text" in rows["rows"]
     assert "· produces nothing declared (no study can train on it)" in rows["silent"]
