@@ -27,8 +27,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from .frame import format_length, parse_length
-from .proportions import (
+from ctxbench.harness.core.stats.proportions import (
     Interval,
     cluster_codes,
     floored_cluster_variance,
@@ -39,6 +38,8 @@ from .proportions import (
     shrunk_variances,
     t_interval,
 )
+
+from .frame import format_length, parse_length
 from .stats import MIN_BOOT_N
 
 Scale = Literal["tokens", "log2"]
