@@ -20,7 +20,6 @@ REVISION, downloaded at run time into the HF cache (never shipped); or a local c
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +32,7 @@ from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Sample
 from ctxbench.tasks.base import Task, TaskArgs
 from ctxbench.tasks.length_bins import bin_item, items_in_bin
+from ctxbench.tasks.parquet_rows import ParquetRows
 from ctxbench.tasks.realdata import hub_file, hub_reachable, read_records
 
 HUB = "openai/mrcr"
@@ -61,29 +61,7 @@ class MrcrArgs(TaskArgs):
     max_new_tokens: int = Field(MAX_NEW_TOKENS, ge=1, description="tokens the answer may take (counted in an item's size)")
 
 
-@dataclass
-class MrcrItems:
-    """The official rows of one needle count: their small columns in memory, each prompt read when asked for (one
-    parquet row group at a time: the 8needle files hold gigabytes of conversation)."""
-
-    rows: list[dict[str, Any]]
-    where: list[tuple[Path, int, int]]  # per row: (file, row group, offset in it); file suffix .jsonl: prompt in rows
-    _group: tuple[Path, int] | None = None
-    _prompts: list[str] = field(default_factory=list)
-
-    def chars(self) -> list[int]:
-        return [int(r["n_chars"]) for r in self.rows]
-
-    def prompt(self, i: int) -> str:
-        path, group, offset = self.where[i]
-        if path.suffix != ".parquet":
-            return self.rows[i]["prompt"]
-        if self._group != (path, group):
-            import pyarrow.parquet as pq
-
-            self._prompts = pq.ParquetFile(path).read_row_group(group, columns=["prompt"]).column("prompt").to_pylist()
-            self._group = (path, group)
-        return self._prompts[offset]
+MrcrItems = ParquetRows  # one needle count's official rows (tasks/parquet_rows.py)
 
 
 def read_items(files: list[Path]) -> MrcrItems:
@@ -111,7 +89,7 @@ def read_items(files: list[Path]) -> MrcrItems:
     for i, r in enumerate(rows):
         if r.get("n_chars") is None:  # the official files carry it; a hand-made copy may not
             r["n_chars"] = len(r["prompt"]) if "prompt" in r else 0
-    return MrcrItems(rows, where)
+    return MrcrItems(rows, where, "n_chars")
 
 
 def _check(ok: bool, path: Path, columns) -> None:

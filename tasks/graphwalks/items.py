@@ -11,11 +11,11 @@ when a bin past 128K is asked for.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ctxbench.harness.core.errors import ConfigError
+from ctxbench.tasks.parquet_rows import ParquetRows
 from ctxbench.tasks.realdata import read_records
 
 HUB = "openai/graphwalks"
@@ -26,28 +26,7 @@ SHORT_TOP = 131072  # bins up to here draw from the short file only (the officia
 SMALL = ("answer_nodes", "answer", "prompt_chars", "problem_type", "date_added")
 
 
-@dataclass
-class GraphwalksItems:
-    """One problem type's official rows in official order: their small columns in memory, prompts read on demand."""
-
-    rows: list[dict[str, Any]]
-    where: list[tuple[Path, int, int]]  # per row: (file, row group, offset in it); a .jsonl row keeps its prompt
-    _group: tuple[Path, int] | None = None
-    _prompts: list[str] = field(default_factory=list)
-
-    def chars(self) -> list[int]:
-        return [int(r["prompt_chars"]) for r in self.rows]
-
-    def prompt(self, i: int) -> str:
-        path, group, offset = self.where[i]
-        if path.suffix != ".parquet":
-            return self.rows[i]["prompt"]
-        if self._group != (path, group):
-            import pyarrow.parquet as pq
-
-            self._prompts = pq.ParquetFile(path).read_row_group(group, columns=["prompt"]).column("prompt").to_pylist()
-            self._group = (path, group)
-        return self._prompts[offset]
+GraphwalksItems = ParquetRows  # one problem type's official rows, in official order
 
 
 def _bad(path: Path, what: str) -> ConfigError:
@@ -98,7 +77,7 @@ def read_items(files: list[Path], problem_type: str) -> GraphwalksItems:
                 row["prompt_chars"] = len(row["prompt"]) if "prompt" in row else 0
             rows.append(row)
             where.append(spot)
-    return GraphwalksItems(rows, where)
+    return GraphwalksItems(rows, where, "prompt_chars")
 
 
 def local_file(root: Path, stem: str) -> Path | None:
