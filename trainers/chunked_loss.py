@@ -98,6 +98,19 @@ def model_inputs(inputs: dict[str, Any], per_document: bool) -> dict[str, Any]:
     return {**{k: v for k, v in inputs.items() if k != "attention_mask"}, "use_cache": False}
 
 
+def global_mean(trainer: Any, total: Any, n: Any, num_items_in_batch: Any, inputs: dict) -> Any:
+    """A micro-batch's loss sum as its share of the step's mean: divided by the step's token count when transformers
+    gives one (then DDP/ZeRO's averaging over processes is undone), else by this batch's own count. Sets the trainer's
+    `_scaled`, which its `loss_is_scaled_for_ga` reports."""
+    trainer._scaled = num_items_in_batch is not None
+    if not trainer._scaled:
+        return total / n.clamp(min=1)
+    loss = total / num_items_in_batch
+    if ("shift_labels" in inputs or trainer.args.average_tokens_across_devices) and trainer.accelerator.num_processes > 1:
+        loss = loss * trainer.accelerator.num_processes  # DDP (and ZeRO) average gradients over processes
+    return loss
+
+
 def packed_lm_trainer_class(chunk_tokens: int, per_document: bool) -> type:
     """A transformers Trainer for packed causal-LM batches: the loss in chunks (chunk_tokens > 0), and per-document
     attention (the all-ones attention mask dropped, so transformers builds the block-diagonal mask from the restarting
@@ -117,13 +130,7 @@ def packed_lm_trainer_class(chunk_tokens: int, per_document: bool) -> type:
                 return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
             keys = ("input_ids", "labels", "attention_mask", "position_ids", "shift_labels")
             total, n = lm_loss_sum(model, chunk_tokens=chunk_tokens, **{k: inputs[k] for k in keys if k in inputs})
-            self._scaled = num_items_in_batch is not None
-            if self._scaled:
-                loss = total / num_items_in_batch
-                if ("shift_labels" in inputs or self.args.average_tokens_across_devices) and self.accelerator.num_processes > 1:
-                    loss = loss * self.accelerator.num_processes  # DDP (and ZeRO) average gradients over processes
-            else:
-                loss = total / n.clamp(min=1)
+            loss = global_mean(self, total, n, num_items_in_batch, inputs)
             return (loss, {}) if return_outputs else loss  # no logits to return: evaluation reads the loss only
 
     return PackedLMTrainer

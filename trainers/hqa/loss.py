@@ -35,6 +35,8 @@ def answer_loss_sum(model, input_ids, attention_mask=None, labels=None, position
 def answer_only_trainer_class(chunk_tokens: int = 0):
     from transformers import Trainer
 
+    from ctxbench.trainers.chunked_loss import global_mean
+
     class AnswerOnlyTrainer(Trainer):
         """The mean over the global batch's answer tokens: each micro-batch's sum is divided by num_items_in_batch,
         the labelled-token count of the whole accumulated batch (over all devices) that the Trainer computes."""
@@ -61,13 +63,7 @@ def answer_only_trainer_class(chunk_tokens: int = 0):
             total, n = answer_loss_sum(model, **{k: inputs[k] for k in keys if k in inputs}, chunk_tokens=chunk_tokens)
             if model.training:
                 self.answer_tokens += int(n)
-            self._scaled = num_items_in_batch is not None
-            if self._scaled:
-                loss = total / num_items_in_batch
-                if ("shift_labels" in inputs or self.args.average_tokens_across_devices) and self.accelerator.num_processes > 1:
-                    loss = loss * self.accelerator.num_processes  # DDP (and ZeRO) average gradients over processes
-            else:
-                loss = total / n.clamp(min=1)
+            loss = global_mean(self, total, n, num_items_in_batch, inputs)
             return (loss, None) if return_outputs else loss
 
     return AnswerOnlyTrainer
