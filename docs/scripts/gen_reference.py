@@ -270,10 +270,11 @@ ROW_MEANING = {
     "repeat": "only with --repeats: which generation of the sample",
     "over_budget": "only when a server ignored max_tokens: the characters it sent; the prediction was cut to the budget",
     "judge": "only judge tasks: the judge's model, version and verdict (docs/benchmarks/judge.md)",
+    "parse": "only Oolong tasks: the official parser's reading of the answer and its confidence (docs/benchmarks/oolong.md)",
 }
 # keys the generation loop adds only in some runs (spread into `extra=` from thinking, repeats and judge tasks)
 OPTIONAL_ROW_KEYS = ("reasoning", "reasoning_tokens", "reasoning_format", "answer_tokens", "failure", "repeat", "judge",
-                     "over_budget")
+                     "over_budget", "parse")
 
 MANIFEST_MEANING = {
     "trainer": "the registered trainer (cpt, hqa_sft, logo, ...)", "run_id": "the training's run id in the store",
