@@ -30,7 +30,7 @@ def hf_plan(*, model: str, truncation: str = "refuse", **kwargs):
 hf.plan = hf_plan  # type: ignore[attr-defined]
 
 
-@register("backend", "echo", args=EchoArgs, samples=True)
+@register("backend", "echo", args=EchoArgs, samples=True, model_free=True)
 def echo(*, model: str, truncation: str = "refuse", **kwargs):
     args = parse_backend_args(EchoArgs, kwargs, backend="echo")
     from ctxbench.harness.backends.echo import EchoBackend

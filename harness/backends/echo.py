@@ -24,7 +24,7 @@ class EchoBackend:
 
     def fingerprint(self) -> str:
         """`echo:<the tokenizer model's fingerprint>`: the answers come from the prompt, never from the model's weights,
-        so the run is never filed under the model whose tokenizer it borrows (types.MODEL_FREE_BACKENDS)."""
+        so the run is never filed under the model whose tokenizer it borrows (it registers model_free=True)."""
         from ctxbench.harness.core.errors import ConfigError
         from ctxbench.harness.core.models import weights_fingerprint
 

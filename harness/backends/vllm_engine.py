@@ -47,7 +47,8 @@ from ctxbench.harness.core.types import LogprobRequest, Prediction, Request, Tok
 VLLM_NOTE = " (CUDA GPUs only)"
 
 
-@register("backend", "vllm", args=VLLMArgs, samples=True, distributions=("vllm", "torch", "transformers"))
+@register("backend", "vllm", args=VLLMArgs, samples=True, distributions=("vllm", "torch", "transformers"),
+          batch_dependent=True)
 def vllm_backend(*, model: str, truncation: str = "refuse", **kwargs):
     args = parse_backend_args(VLLMArgs, kwargs, backend="vllm")
     require_extra("vllm", for_="backend vllm", note=VLLM_NOTE)

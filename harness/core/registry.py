@@ -244,7 +244,10 @@ def _is_version(value: Any) -> bool:
 TRAITS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
     "backend": {"args": (_is_model, "a pydantic model of its --backend-arg keys"),
                 "samples": (lambda v: isinstance(v, bool), "True if it decodes with --gen-kwargs"),
-                "distributions": (_is_names, "the distributions whose versions a record names, e.g. ('vllm',)")},
+                "distributions": (_is_names, "the distributions whose versions a record names, e.g. ('vllm',)"),
+                "model_free": (lambda v: isinstance(v, bool), "True if its answers never come from the model (as echo)"),
+                "batch_dependent": (lambda v: isinstance(v, bool),
+                                    "True if which prompts share a batch can change its greedy outputs (as vllm)")},
     "task": {"args": (_is_model, "the pydantic model of its arguments"),
              "version": (_is_version, "an integer >= 0 (harness/core/task_versions.py)")},
     "metric": {"scale": (lambda v: isinstance(v, str), "a scale name (harness/core/metrics.py)"),
@@ -277,12 +280,15 @@ def _entry_name(kind: str, name: str, field: str | None) -> str:
 @dataclasses.dataclass(frozen=True)
 class BackendTraits:
     """What a backend declared when it registered: register("backend", NAME, args=Model, samples=True,
-    distributions=("vllm",)). A plugin backend declares the same and is checked, listed and recorded the same."""
+    distributions=("vllm",), model_free=True, batch_dependent=True). A plugin backend declares the same and is checked,
+    listed, recorded and filed the same."""
 
     name: str
     args: type | None = None  # its --backend-arg keys, checked before anything is written; None: checked when built
     samples: bool = False  # decodes with a run's --gen-kwargs (temperature, top_p, top_k, seed); else greedy only
     distributions: tuple[str, ...] = ()  # packages whose versions can change its results (a record names them)
+    model_free: bool = False  # answers without the model (echo): its runs are filed and named apart from the model's
+    batch_dependent: bool = False  # a batching engine (vllm): a session notes that greedy outputs can depend on batches
 
     @property
     def execution(self) -> frozenset[str]:
@@ -297,7 +303,19 @@ def backend_traits(name: str, *, field: str | None = None) -> BackendTraits:
     entry = _entry_name("backend", name, field)
     declared = _INFO.get(("backend", entry), {})
     return BackendTraits(entry, declared.get("args"), declared.get("samples", False),
-                         tuple(declared.get("distributions", ())))
+                         tuple(declared.get("distributions", ())), declared.get("model_free", False),
+                         declared.get("batch_dependent", False))
+
+
+def model_free(backend: str) -> bool:
+    """Whether a backend declared model_free=True (its answers never come from the model, as echo's): its runs are
+    filed (`echo:<fingerprint>`) and named (`echo(<model>)`) apart from the model's. A name no installed backend has
+    (a store from an uninstalled plugin) is not model-free; `lmeval:<type>` is lmeval's entry."""
+    head = str(backend or "").split(":", 1)[0]
+    if not head:
+        return False
+    _load("backend")
+    return bool(_INFO.get(("backend", head), {}).get("model_free", False))
 
 
 @dataclasses.dataclass(frozen=True)

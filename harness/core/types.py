@@ -7,6 +7,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ctxbench.harness.core import registry
 from ctxbench.harness.core.identity import DEFAULT_EXECUTION_ARGS
 from ctxbench.harness.core.rows import ROW_VERSION
 
@@ -19,13 +20,11 @@ SCHEMA_VERSION = 3  # 3: identity_args and kind in the record, execution setting
 EXECUTION_ARGS = DEFAULT_EXECUTION_ARGS
 
 
-# Backends that produce no model output (echo answers with the end of its prompt): a run of one never shares a model's
-# identity, label or board row, whatever model named its tokenizer (its fingerprint and its board name say the backend).
-MODEL_FREE_BACKENDS = frozenset({"echo"})
-
-
 def model_free(backend: str) -> bool:
-    return str(backend or "").split(":", 1)[0] in MODEL_FREE_BACKENDS
+    """Whether a backend produces no model output (echo answers with the end of its prompt): a run of one never shares
+    a model's identity, label or board row, whatever model named its tokenizer. The backend declares it when it
+    registers (register("backend", NAME, model_free=True)), a plugin's too."""
+    return registry.model_free(backend)
 
 
 def run_fingerprint(backend: str, fingerprint: str) -> str:
@@ -194,6 +193,10 @@ class Prediction:
     reasoning: str | None = None  # reasoning the server returned apart (an API's reasoning_content), else None
     reasoning_tokens: int | None = None  # the backend's own count of generated reasoning tokens, where it knows it
     over_budget: int = 0  # characters a server sent when it ignored max_tokens; the text was cut to the budget (0: none)
+    # the token account a row records (harness/core/rows.py, docs/cost-and-scale.md)
+    cached_tokens: int | None = None  # prompt tokens a prefix cache served (None: not known)
+    token_source: str = "counted"  # whose counts these are: "server" (the usage report) or "counted" (ctxbench's)
+    gpu_seconds: float | None = None  # a GPU backend's device time of the generate call x devices (this sample's share)
 
 
 @dataclass(frozen=True)

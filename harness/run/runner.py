@@ -32,6 +32,7 @@ from typing import Any
 
 from rich.console import Console
 
+from ctxbench.harness.core import registry
 from ctxbench.harness.core.config import Suite
 from ctxbench.harness.core.identity import backend_execution_args
 from ctxbench.harness.core.provenance import plugins_used, versions
@@ -187,7 +188,7 @@ def execution(plan: RunPlan, info: dict[str, Any], secrets: list[str]) -> dict[s
                 **{k: v for k, v in info.items() if k in speed or k in ("batching", "dtype")}}
     batch = int(settings.get("batch_size") or 1)
     on_gpu = str(info.get("device", "")).startswith("cuda") and str(info.get("dtype", "")) in ("bfloat16", "float16")
-    if (on_gpu and batch > 1) or plan.backend == "vllm":
+    if (on_gpu and batch > 1) or registry.backend_traits(plan.backend).batch_dependent:
         settings["batch_dependent"] = (f"greedy outputs can depend on which prompts share a batch here "
                                        f"({info.get('dtype', 'reduced precision')} on a GPU, batches of up to {batch}); "
                                        "a sample scored in another batch or session may differ")

@@ -1,0 +1,64 @@
+""""Model-free" and "batch-dependent" are traits a backend declares when it registers (issue 33), not closed tables of
+backend names: a plugin backend that answers without the model is filed and named apart from the model as echo is,
+and a plugin batching engine gets the same session note as vllm."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxbench.harness.core import registry
+from ctxbench.harness.core.types import board_name, model_free, run_fingerprint
+
+WEIGHTS = "sha256:" + "ab" * 32
+
+
+@pytest.fixture
+def scratch(monkeypatch):
+    """A registry whose additions are forgotten after the test (ctxbench's own entries loaded first)."""
+    for kind in registry.KINDS:
+        registry.names(kind)
+    monkeypatch.setattr(registry, "_REGISTRY", {k: dict(v) for k, v in registry._REGISTRY.items()})
+    monkeypatch.setattr(registry, "_INFO", dict(registry._INFO))
+    return registry
+
+
+def test_in_tree_backends_declare_what_they_are():
+    shipped = [n for n, fn in registry.entries("backend").items() if fn.__module__.startswith("ctxbench.harness.backends")]
+    assert {n for n in shipped if registry.backend_traits(n).model_free} == {"echo"}
+    assert {n for n in shipped if registry.backend_traits(n).batch_dependent} == {"vllm"}
+
+
+def test_a_plugin_backend_that_declares_model_free_is_filed_and_named_apart(scratch):
+    scratch.register("backend", "parrot", model_free=True)(lambda **kw: None)
+    scratch.register("backend", "mimic")(lambda **kw: None)  # declares nothing: a model's backend
+    assert model_free("parrot") and not model_free("mimic") and model_free("echo")
+    assert run_fingerprint("parrot", WEIGHTS) == f"parrot:{WEIGHTS}" == run_fingerprint("parrot", f"parrot:{WEIGHTS}")
+    assert run_fingerprint("mimic", WEIGHTS) == WEIGHTS
+    assert board_name("", "parrot", "smollm2-135m") == "parrot(smollm2-135m)"
+    assert board_name("smollm2-135m", "mimic", "smollm2-135m") == "smollm2-135m"
+
+
+def test_a_backend_no_one_registers_is_not_model_free():
+    """A store written by a plugin that is no longer installed is read, not refused: its rows stay the model's."""
+    assert not model_free("never-installed") and not model_free("") and not model_free("lmeval:hf")
+    assert run_fingerprint("never-installed", WEIGHTS) == WEIGHTS
+
+
+def test_a_trait_of_the_wrong_type_is_refused(scratch):
+    with pytest.raises(ValueError, match="model_free='yes'; give True if its answers never come from the model"):
+        scratch.register("backend", "parrot", model_free="yes")
+
+
+def test_a_batch_dependent_plugin_backend_gets_the_session_note(scratch):
+    from types import SimpleNamespace
+
+    from ctxbench.harness.run.runner import execution
+
+    scratch.register("backend", "batcher", batch_dependent=True)(lambda **kw: None)
+    scratch.register("backend", "plain")(lambda **kw: None)
+
+    def plan(backend):
+        return SimpleNamespace(backend=backend, until=None, execution_args=lambda: {})
+
+    assert "batch_dependent" in execution(plan("batcher"), {}, [])
+    assert "batch_dependent" not in execution(plan("plain"), {}, [])
