@@ -264,7 +264,12 @@ ROW_MEANING = {
     "cluster": "id shared by samples with one haystack or document (null: independent); see statistics.md",
     "meta": "task-specific extras",
     "reasoning": "only thinking runs: the reasoning split off the answer (docs/thinking.md)",
-    "reasoning_tokens": "only thinking runs: tokens of reasoning", "reasoning_format": "only thinking runs: how it was marked",
+    "reasoning_tokens": "generated tokens spent reasoning (thinking runs, or a server's usage report); null: not recorded",
+    "cached_tokens": "prompt tokens a prefix cache served (the server's report, or a local KV reuse); null: not recorded",
+    "token_source": "whose counts the row's tokens are: `server` (the usage report), `counted` (ctxbench's), empty before row version 3",
+    "gpu_seconds": "a GPU backend's device time of the generate call times its devices (the row's share); null elsewhere",
+    "cost_usd": "the row's price in USD under the run's price table (docs/cost-and-scale.md); null: no price, never 0",
+    "reasoning_format": "only thinking runs: how it was marked",
     "answer_tokens": "only thinking runs: tokens of the answer after the reasoning",
     "failure": "only thinking runs: `thinking_unfinished` when the reasoning never closed (scored 0)",
     "repeat": "only with --repeats: which generation of the sample",
@@ -273,7 +278,7 @@ ROW_MEANING = {
     "parse": "only Oolong tasks: the official parser's reading of the answer and its confidence (docs/benchmarks/oolong.md)",
 }
 # keys the generation loop adds only in some runs (spread into `extra=` from thinking, repeats and judge tasks)
-OPTIONAL_ROW_KEYS = ("reasoning", "reasoning_tokens", "reasoning_format", "answer_tokens", "failure", "repeat", "judge",
+OPTIONAL_ROW_KEYS = ("reasoning", "reasoning_format", "answer_tokens", "failure", "repeat", "judge",
                      "over_budget", "parse")
 
 MANIFEST_MEANING = {

@@ -14,7 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-ROW_VERSION = 2  # 1: rows up to 4eafb19 (no cluster); 2: `cluster` (samples sharing a haystack) and the typed Row
+ROW_VERSION = 3  # 1: rows up to 4eafb19 (no cluster); 2: `cluster` (samples sharing a haystack) and the typed Row;
+# 3: the token account (cached_tokens, reasoning_tokens, token_source, gpu_seconds, cost_usd; docs/cost-and-scale.md)
+
+# Where a row's token counts come from: the server's usage report, ctxbench's own count (the tokenizer, or a local
+# backend's generate call), or "" in a row written before version 3 (its counts are not a token account: never cost 0)
+TOKEN_SOURCES = ("server", "counted", "")
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,12 @@ class Row:
     max_new_tokens: int = 0
     generated_tokens: int = 0
     truncated_tokens: int = 0
+    # The token account (version 3). None: not recorded (an older row, or a backend that does not know), never 0.
+    cached_tokens: int | None = None  # prompt tokens served from a prefix cache (server-reported, or a local KV reuse)
+    reasoning_tokens: int | None = None  # generated tokens spent reasoning (part of generated_tokens)
+    token_source: str = ""  # server | counted | "" (TOKEN_SOURCES): which counts the row's tokens are
+    gpu_seconds: float | None = None  # a GPU backend's device time of the generate call x devices (its share)
+    cost_usd: float | None = None  # the row's price under the run's price table (None: no price for the model)
     seconds: float = 0.0
     meta: Mapping[str, Any] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)

@@ -116,6 +116,9 @@ class Sample:
     answer_prefix: str = ""
     meta: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     turns: tuple[tuple[str, str], ...] = ()  # (role, content) of a conversation's turns before user_text (multi-message)
+    # leading characters of `prompt` shared with the sample scheduled before it, declared by the schedule
+    # (harness/run/prefix.py) for prefix reuse; 0: none. Scheduling, not content: never in the sample cache
+    shared_prefix: int = field(default=0, compare=False)
 
     @property
     def id(self) -> str:
@@ -136,6 +139,7 @@ class Sample:
         d["answers"] = list(self.answers)
         d["depths"] = list(self.depths)
         d["user_span"] = list(self.user_span) if self.user_span is not None else None
+        d.pop("shared_prefix")  # the schedule's, not the sample's
         return {"id": self.id, **d}
 
     @classmethod
@@ -169,6 +173,7 @@ class Request:
     repeat: int = 0
     template_kwargs: tuple[tuple[str, Any], ...] = ()  # what the chat template was given (enable_thinking, ...)
     turns: tuple[tuple[str, str], ...] = ()  # a conversation's turns before user_text (chat APIs send them as messages)
+    shared_prefix: int = 0  # leading characters of `prompt` shared with the request before it (Sample.shared_prefix)
 
     @property
     def generation_limit(self) -> int:

@@ -29,7 +29,7 @@ def request(s: Sample, gen: Generation = Generation(), template_kwargs: dict[str
             repeat: int = 0) -> Request:
     return Request(repeat_id(s.id, repeat), s.prompt, s.max_new_tokens, s.add_special_tokens, s.prompt_tokens, s.user_text, s.answer_prefix,
                    thinking=gen.on, max_thinking_tokens=gen.thinking_budget, system_prompt=gen.system_prompt,
-                   sampling=gen.gen_kwargs, repeat=repeat, turns=s.turns, template_kwargs=tuple(sorted((template_kwargs or {}).items())))
+                   sampling=gen.gen_kwargs, repeat=repeat, turns=s.turns, shared_prefix=s.shared_prefix, template_kwargs=tuple(sorted((template_kwargs or {}).items())))
 
 
 def generated_rows(asks: list[tuple[Any, Sample, int]], backend: Any, gen: Generation,
@@ -82,6 +82,7 @@ def sample_row(task, s: Sample, p: Prediction, gen: Generation = Generation(), t
     scored. A task that scores through a paid judge (score_row) may fail: the sample is then an error row that a
     rerun retries, never a 0."""
     answer, finished, thinking = thinking_split(task, s, p, tokenizer) if gen.on and not p.error else (p.text, True, {})
+    reasoning_tokens = thinking.pop("reasoning_tokens", p.reasoning_tokens)  # a row field since row version 3
     score, judged, failed = (None, {}, None) if p.error else task.score_row(answer, s) if finished else (0.0, {}, None)
     return Row(
         id=repeat_id(s.id, repeat), task=s.task, category=task.category, length=s.length, index=s.index,
@@ -89,6 +90,8 @@ def sample_row(task, s: Sample, p: Prediction, gen: Generation = Generation(), t
         max_new_tokens=s.max_new_tokens, prediction=answer, generated_tokens=p.generated_tokens,
         seconds=round(p.seconds, 4), metric=s.metric, score=score, empty=is_empty(answer), answers=s.answers,
         truncated_tokens=p.truncated_tokens, error=p.error or failed, depth=s.meta.get("depth"),
+        cached_tokens=p.cached_tokens, reasoning_tokens=reasoning_tokens, token_source=p.token_source,
+        gpu_seconds=None if p.gpu_seconds is None else round(p.gpu_seconds, 4),
         position=s.meta.get("position"),
         cluster=s.meta.get("cluster"),  # samples sharing a haystack or document (None: independent); stats.py
         meta={k: v for k, v in s.meta.items() if k not in ("depth", "position", "user_text", "cluster")},
@@ -96,7 +99,7 @@ def sample_row(task, s: Sample, p: Prediction, gen: Generation = Generation(), t
             "timing": p.timing,
             "prefill_seconds": None if p.prefill_seconds is None else round(p.prefill_seconds, 4),
             "decode_seconds": None if p.decode_seconds is None else round(p.decode_seconds, 4),
-            **thinking,  # reasoning, reasoning_tokens, reasoning_format, answer_tokens, failure (docs/thinking.md)
+            **thinking,  # reasoning, reasoning_format, answer_tokens, failure (docs/thinking.md)
             **({"repeat": repeat} if gen.repeats > 1 else {}),  # which generation of the sample (--repeats)
             **({"over_budget": p.over_budget} if p.over_budget else {}),  # a server ignored max_tokens: cut to it
             **judged,  # an LLM judge's model, version and verdict (tasks/judge.py)
