@@ -107,6 +107,12 @@ class Task:
     def max_new_tokens(self) -> int:
         return self.args.tokens_to_generate  # type: ignore[attr-defined]
 
+    @property
+    def past_length(self) -> int:
+        """Tokens a sample may generate past its length: 0 where prompt + answer fit within it (every task but one
+        that fills the length with its prompt, as RULER v2's official code does); the context must hold both."""
+        return 0
+
     def args_json(self) -> dict[str, Any]:
         return self.args.model_dump(mode="json")
 

@@ -15,7 +15,8 @@ from ctxbench.harness.core.registry import info
 # Why each in-tree task left version 0 (the changelog has the details); a plugin documents its own.
 HISTORY = {
     1: "2026-11-26: HELMET RAG/re-rank/ICL scored as HELMET's code runs; the judge reads verdicts as HELMET's scripts "
-       "do, with HELMET's sampling; NoLiMa sends its official system message",
+       "do, with HELMET's sampling; NoLiMa sends its official system message; 2026-11-27: RULER v2's prompt fills "
+       "the length and the answer goes past it, as its official code ran (prompt_fills_length now defaults to true)",
 }
 
 

@@ -320,11 +320,21 @@ def check_lengths(cells: list[Cell], backend: Any, truncation: str, *, thinking:
     middle, over-long prompts are cut, but a task's generation must still fit the context.
 
     A thinking budget comes on top of a sample's length (prompt + answer budget), so the context must hold both;
-    the prompts stay the size they are without thinking, which keeps lengths comparable between the two modes."""
+    the prompts stay the size they are without thinking, which keeps lengths comparable between the two modes.
+    A task whose prompt fills its length (task.past_length, RULER v2 as its official code ran) adds its answer budget."""
     context = backend.context_length
-    over = sorted({c.length for c in cells if c.length + (thinking if c.task.needs == "generate" else 0) > context})
+    past: dict[int, int] = {}
+    for c in cells:
+        past[c.length] = max(past.get(c.length, 0), c.task.past_length if c.task.needs == "generate" else 0)
+    over = sorted({c.length for c in cells if c.length + past[c.length] + (thinking if c.task.needs == "generate" else 0) > context})
     if over and truncation == "refuse":
         budget = f" plus the thinking budget of {thinking}" if thinking else ""
+        if any(past[n] for n in over):
+            names = sorted({c.task.name for c in cells if c.length in over and c.task.past_length})
+            who = names[0] if len(names) == 1 else f"{len(names)} tasks such as {names[0]}"
+            budget += (f" plus up to {max(past[n] for n in over)} answer tokens generated past them ({who}: the prompt "
+                       "fills the length, as the official code ran; prompt_fills_length: false in the suite keeps the "
+                       "answer within it)")
         fix = "; lower --max-thinking-tokens," if thinking else ";"
         raise PromptTooLongError(
             f"lengths: {', '.join(map(str, over))}{budget} exceed the model's context of {context} tokens{fix} "
@@ -332,6 +342,6 @@ def check_lengths(cells: list[Cell], backend: Any, truncation: str, *, thinking:
     for c in cells:
         generate = int(c.task.max_new_tokens or 0) if c.task.needs == "generate" else 0
         generate += thinking if c.task.needs == "generate" else 0
-        if generate >= min(context, c.length + thinking):
+        if generate >= min(context, c.length + thinking + c.task.past_length):
             raise PromptTooLongError(f"{c.task.name}: generates up to {generate} tokens, which leaves no room for a "
                                      f"prompt at length {c.length} (context {context}); use larger lengths")

@@ -2,8 +2,10 @@
 
 NeMo-Skills finds one haystack size per task and length by a binary search on the first sample, then shrinks it for
 any sample that overflows. Here every sample gets the largest haystack that fits it (core.fitting.fit_units over the
-sample's own rendered prompt, chat template included), with the answer budget reserved: prompt + tokens_to_generate
-<= length, as everywhere in ctxbench.
+sample's own rendered prompt, chat template included). As the official code ran, the prompt fills the length and
+the answer is generated past it (the model's context must hold length + tokens_to_generate); `prompt_fills_length:
+false` keeps prompt + tokens_to_generate within the length, as everywhere else in ctxbench (and as the official help
+text says).
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from ctxbench.tasks.base import Task, TaskArgs, sample_seed
 
 
 class Ruler2Args(TaskArgs):
-    tokens_to_generate: int = Field(128, ge=1, description="tokens reserved for the answer, inside the length")
-    prompt_fills_length: bool = Field(False, description="fill the whole length with the prompt and generate past it, as the "
-                                                         "official data is built (its help text says the length includes the "
-                                                         "answer; false keeps prompt + answer within the length)")
+    tokens_to_generate: int = Field(128, ge=1, description="the answer budget: generated past the length by default, "
+                                                           "inside it with prompt_fills_length false")
+    prompt_fills_length: bool = Field(True, description="fill the whole length with the prompt and generate past it, as the "
+                                                        "official code ran; false keeps prompt + answer within the length, as "
+                                                        "its help text says")
 
 
 def seven_digits(rng) -> str:
@@ -44,6 +47,10 @@ class Ruler2Task(Task):
 
     def render(self, ctx: GenContext, text: str):
         return ctx.renderer.render(text, "")
+
+    @property
+    def past_length(self) -> int:
+        return self.args.tokens_to_generate if self.args.prompt_fills_length else 0
 
     def budget(self, length: int) -> int:
         """Prompt tokens a sample may take."""

@@ -31,7 +31,7 @@ def _register(name: str, cls: type, defaults: dict) -> None:
 
     factory.task_class = cls  # type: ignore[attr-defined]
     factory.defaults = defaults  # type: ignore[attr-defined]
-    register("task", f"ruler2/{name}", args=cls.Args)(factory)
+    register("task", f"ruler2/{name}", args=cls.Args, version=1)(factory)  # 1: the prompt fills the length
 
 
 for _name, (_cls, _defaults) in PRESETS.items():

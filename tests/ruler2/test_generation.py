@@ -1,5 +1,5 @@
-"""RULER v2 generators on the hand-made fixtures (data/ruler2/) with the SmolLM2 tokenizer: every task fits its
-length with the answer budget reserved and fills it, is deterministic, asks what it says, and scores its own answer 1;
+"""RULER v2 generators on the hand-made fixtures (data/ruler2/) with the SmolLM2 tokenizer: every task fills its
+length with the prompt (the answer goes past it, as the official code ran), is deterministic, asks what it says, and scores its own answer 1;
 bad data is one line; the quick suite runs end to end through the CLI."""
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ def perfect_answer(sample) -> str:
 def test_fits_fills_and_scores_its_answer(name, ctx):
     t = task(name, tokens_to_generate=256)
     s = t.generate(length=3000, index=1, seed=7, ctx=ctx)
-    assert s.prompt_tokens + s.max_new_tokens <= 3000
-    assert s.prompt_tokens + s.max_new_tokens > 3000 - 250  # filled to within about one unit (a question or document)
+    assert 3000 - 250 < s.prompt_tokens <= 3000  # filled to within about one unit (a question or document)
     assert s.prompt_tokens == ctx.count(ctx.renderer.render(s.user_text, ""))
     assert s.answer_prefix == "" and s.meta["haystack_units"] > 0
     assert t.score(perfect_answer(s), s) == 1.0 and t.score("", s) == 0.0
@@ -74,7 +73,9 @@ def test_qa_basic_asks_for_the_quoted_documents_index(ctx):
 
 def test_too_short_a_length_is_one_line(ctx):
     with pytest.raises(ConfigError, match="length"):
-        task("mk_niah_medium").generate(length=1024, index=0, seed=0, ctx=ctx)
+        task("mk_niah_medium").generate(length=512, index=0, seed=0, ctx=ctx)
+    with pytest.raises(ConfigError, match="length"):  # 1024 minus the answer budget of 1024 holds nothing
+        task("mk_niah_medium", prompt_fills_length=False).generate(length=1024, index=0, seed=0, ctx=ctx)
 
 
 def test_bad_mmlu_copy_is_one_line(ctx, tmp_path):
@@ -103,7 +104,7 @@ def test_quick_suite_runs_end_to_end(ctxbench, tmp_path, monkeypatch):
     assert code == 0, err
     rows = [json.loads(line) for f in (tmp_path / "runs").rglob("samples.jsonl") for line in f.read_text().splitlines()]
     assert sorted(r["task"] for r in rows) == sorted(f"ruler2/{n}" for n in PRESETS)
-    assert all(r["score"] is not None and r["prompt_tokens"] + r["max_new_tokens"] <= 2048 for r in rows)
+    assert all(r["score"] is not None and r["prompt_tokens"] <= 2048 for r in rows)
     assert "ruler2/qa_medium" in out and "average" in out
 
 
@@ -113,11 +114,44 @@ def test_local_copies_key_the_sample_cache(ctx):
     assert task("mk_niah_basic").data_files(ctx) == []
 
 
-def test_prompt_fills_length_is_the_official_fit(ctx):
-    ours = task("qa_hard").generate(length=3000, index=0, seed=0, ctx=ctx)
-    official = task("qa_hard", prompt_fills_length=True).generate(length=3000, index=0, seed=0, ctx=ctx)
-    assert ours.prompt_tokens + ours.max_new_tokens <= 3000
+def test_the_prompt_fills_the_length_by_default_as_the_official_code_ran(ctx):
+    official = task("qa_hard").generate(length=3000, index=0, seed=0, ctx=ctx)
+    within = task("qa_hard", prompt_fills_length=False)
+    ours = within.generate(length=3000, index=0, seed=0, ctx=ctx)
     assert 3000 - 250 < official.prompt_tokens <= 3000 < official.prompt_tokens + official.max_new_tokens
+    assert 3000 - 250 - 256 < ours.prompt_tokens <= 3000 - 256  # the answer budget reserved inside the length
+    assert task("qa_hard").args_json()["prompt_fills_length"] is True and within.args_json()["prompt_fills_length"] is False
+    assert task("qa_hard").past_length == 256 and within.past_length == 0
+
+
+def _cells(name: str, length: int, **args):
+    from ctxbench.harness.run.planning import Cell
+
+    return [Cell(task=task(name, **args), length=length, planned=1, indices=(0,))]
+
+
+def test_the_context_must_hold_the_answer_generated_past_the_length():
+    from types import SimpleNamespace
+
+    from ctxbench.harness.core.errors import PromptTooLongError
+    from ctxbench.harness.run.planning import check_lengths
+
+    small, enough = SimpleNamespace(context_length=4096 + 1023), SimpleNamespace(context_length=4096 + 1024)
+    with pytest.raises(PromptTooLongError) as refused:
+        check_lengths(_cells("qa_medium", 4096), small, "refuse")
+    message = str(refused.value)
+    assert "\n" not in message and "lengths: 4096 plus up to 1024 answer tokens generated past them" in message
+    assert "ruler2/qa_medium" in message and "prompt_fills_length: false" in message
+    check_lengths(_cells("qa_medium", 4096), enough, "refuse")
+    check_lengths(_cells("qa_medium", 4096, prompt_fills_length=False), SimpleNamespace(context_length=4096), "refuse")
+    check_lengths(_cells("qa_medium", 4096), small, "middle")  # cut in the middle: the answer still fits the context
+
+
+def test_the_fill_is_in_the_tasks_identity():
+    """Runs scored when the answer fitted within the length (version 0) are never resumed by the fill's (version 1)."""
+    from ctxbench.harness.core.task_versions import task_version
+
+    assert all(task_version(f"ruler2/{name}") == 1 for name in PRESETS)
 
 
 def test_intended_box_is_a_recorded_option(ctx):

@@ -135,3 +135,21 @@ def test_qa_prompt_and_answers_equal_official(task, query, fixture_ctx):
     assert qa_text(query, docs, question=q.question, gold_text=q.gold[0]) == item["text"]
     gold = [next(i for i, t in docs if t == g) for g in q.gold]
     assert qa_expected(query, gold, q) == item["expected_answer"]
+
+
+def test_the_length_bounds_the_prompt_alone_as_the_official_fit_does(smol_tokenizer, monkeypatch):
+    """The official fit (generate_samples in prepare_niah.py, prepare_mmlu.py and prepare_qa.py) keeps the largest
+    haystack whose input text has at most max_seq_length tokens and asserts `length <= max_seq_length` per sample: no
+    answer budget is reserved, though the help text says the length includes the generated tokens. The default builds
+    what ran; prompt_fills_length: false (a recorded argument) reserves the budget as the help text says."""
+    from ctxbench.harness.core import registry
+    from ctxbench.harness.core.prompting import PromptRenderer
+
+    monkeypatch.delenv("CTXBENCH_DATA_DIR", raising=False)
+    ctx = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer), data_dir=DATA, verify="full")
+    make = registry.get("task", "ruler2/mk_niah_basic")
+    ran, meant = make(), make(prompt_fills_length=False)
+    budget = ran.max_new_tokens  # 128, one needle line is about 30 tokens
+    assert 2048 - budget < ran.generate(length=2048, index=0, seed=0, ctx=ctx).prompt_tokens <= 2048
+    assert meant.generate(length=2048, index=0, seed=0, ctx=ctx).prompt_tokens <= 2048 - budget
+    assert ran.args_json() != meant.args_json()
