@@ -2,7 +2,8 @@
 
 Memory does not grow with the suite: samples are generated (or read from their cache) one chunk at a time and
 scored before the next chunk is read. A chunk is one task at one length (batches never mix lengths), sorted by
-prompt so that prompts sharing a prefix (depth grids, shared haystacks) are adjacent for prefix caches. The bar's
+prompt so that prompts sharing a prefix (depth grids, shared haystacks) are adjacent, each declaring the prefix it
+shares with the one before it (harness/run/prefix.py) for the backends' prefix reuse. The bar's
 total is prompt tokens (a 128K sample is far more work than a 4K one, so the ETA is right across lengths).
 """
 
@@ -17,6 +18,7 @@ from ctxbench.harness.core.types import repeat_id
 from ctxbench.harness.run.batch import chunks
 from ctxbench.harness.run.loop import Batch, RunOutcome, Turn
 from ctxbench.harness.run.plan_size import chunk_size
+from ctxbench.harness.run.prefix import share_prefixes
 
 
 def missing(cell: Any, index: int, done: set[str]) -> bool:
@@ -64,7 +66,7 @@ class FullSchedule:
                 continue
             samples = datasets.iter_samples(cell.task, length=cell.length, indices=todo, seed=suite.seed, ctx=ctx)
             for chunk in chunks(samples, chunk_size(cell.length, self.batch_size)):
-                chunk.sort(key=lambda s: s.prompt)  # shared prefixes adjacent (prefix caches); one length per chunk
+                chunk = share_prefixes(chunk)  # shared contexts back to back, each declared; one length per chunk
                 yield Turn(f"scoring {self.name} · {cell.task.name} @ {cell.length}", self._batches(cell, chunk))
 
     def _batches(self, cell: Any, chunk: list[Any]) -> Iterator[Batch]:

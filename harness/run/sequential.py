@@ -23,6 +23,7 @@ from ctxbench.harness.core.rows import Row
 from ctxbench.harness.core.store import RunStore
 from ctxbench.harness.run import until as adaptive
 from ctxbench.harness.run.loop import Batch, RunOutcome, Turn
+from ctxbench.harness.run.prefix import share_asks
 
 
 class Stream:
@@ -209,7 +210,8 @@ class SequentialSchedule:
 
     def _asks(self, item: Length, rounds: range) -> list[tuple[Any, Any, int]]:
         """The missing samples of `rounds` at one length, and its failed samples (a rerun retries them first),
-        sorted by prompt (shared prefixes adjacent for prefix caches)."""
+        sorted by prompt: a round's samples that share a context are back to back, each declaring the prefix it shares
+        with the one before it (harness/run/prefix.py)."""
         asks = []
         for cell in item.cells:
             retry = {j for t, j in item.failed if t == cell.task.name}
@@ -220,8 +222,7 @@ class SequentialSchedule:
                     scored = self.done - {f"{cell.task.name}@{item.length}#{j}" for j in retry}
                     item.streams[cell.task.name] = Stream(cell, self.ready.plan.suite.seed, self.ready.ctx, scored)
                 asks += [(cell.task, s, 0) for s in item.streams[cell.task.name].take(todo)]
-        asks.sort(key=lambda a: a[1].prompt)
-        return asks
+        return share_asks(asks)
 
     def saw(self, rows: list[Row]) -> None:
         item = self.item
