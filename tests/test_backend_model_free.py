@@ -62,3 +62,13 @@ def test_a_batch_dependent_plugin_backend_gets_the_session_note(scratch):
 
     assert "batch_dependent" in execution(plan("batcher"), {}, [])
     assert "batch_dependent" not in execution(plan("plain"), {}, [])
+
+
+def test_a_backend_object_handed_in_needs_no_registration():
+    """A test or notebook passes a backend object under a name no one registers: its session is recorded, not refused."""
+    from types import SimpleNamespace
+
+    from ctxbench.harness.run.runner import execution
+
+    plan = SimpleNamespace(backend="stub", until=None, execution_args=lambda: {})
+    assert "batch_dependent" not in execution(plan, {}, [])

@@ -307,28 +307,17 @@ def backend_traits(name: str, *, field: str | None = None) -> BackendTraits:
                          declared.get("batch_dependent", False))
 
 
+def declared(kind: str, name: str, trait: str, default: Any = None) -> Any:
+    """One trait an entry declared, or `default` where it declared none or no entry has the name (a store written
+    with a plugin that is no longer installed, a backend object a test or notebook passes): never refused, so
+    reading an old store or running a handed-in backend never needs the registration. `lmeval:<type>`: lmeval's."""
+    head = str(name or "").split(":", 1)[0] if kind == "backend" else str(name or "")
+    _load(kind)
+    return _INFO.get((kind, head), {}).get(trait, default)
+
+
 def model_free(backend: str) -> bool:
     """Whether a backend declared model_free=True (its answers never come from the model, as echo's): its runs are
     filed (`echo:<fingerprint>`) and named (`echo(<model>)`) apart from the model's. A name no installed backend has
-    (a store from an uninstalled plugin) is not model-free; `lmeval:<type>` is lmeval's entry."""
-    head = str(backend or "").split(":", 1)[0]
-    if not head:
-        return False
-    _load("backend")
-    return bool(_INFO.get(("backend", head), {}).get("model_free", False))
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskTraits:
-    """What a task declared when it registered: register("task", NAME, args=Model, version=N)."""
-
-    name: str
-    args: type | None = None  # the model of its arguments (a suite's args:, --arg KEY=VALUE)
-    version: int = 0  # above 0: part of a run's identity (harness/core/task_versions.py)
-
-
-def task_traits(name: str, *, field: str | None = None) -> TaskTraits:
-    """A registered task's traits; an unknown task is refused in one line."""
-    entry = _entry_name("task", name, field)
-    declared = _INFO.get(("task", entry), {})
-    return TaskTraits(entry, declared.get("args"), declared.get("version", 0))
+    is not model-free."""
+    return bool(declared("backend", backend, "model_free", False))

@@ -188,7 +188,7 @@ def execution(plan: RunPlan, info: dict[str, Any], secrets: list[str]) -> dict[s
                 **{k: v for k, v in info.items() if k in speed or k in ("batching", "dtype")}}
     batch = int(settings.get("batch_size") or 1)
     on_gpu = str(info.get("device", "")).startswith("cuda") and str(info.get("dtype", "")) in ("bfloat16", "float16")
-    if (on_gpu and batch > 1) or registry.backend_traits(plan.backend).batch_dependent:
+    if (on_gpu and batch > 1) or registry.declared("backend", plan.backend, "batch_dependent", False):
         settings["batch_dependent"] = (f"greedy outputs can depend on which prompts share a batch here "
                                        f"({info.get('dtype', 'reduced precision')} on a GPU, batches of up to {batch}); "
                                        "a sample scored in another batch or session may differ")
