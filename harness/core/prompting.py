@@ -135,8 +135,11 @@ def resolve_thinking(mode: str, switch: str | None) -> str:
 
 def token_counts(tokenizer, texts: list[str], *, add_special_tokens: bool) -> list[int]:
     """Token counts of texts. Through the Rust tokenizer directly where there is one (encode_batch_fast: the same
-    ids without offsets or Python-side conversion, 30-50% less time than tokenizer(texts))."""
+    ids without offsets or Python-side conversion, 30-50% less time than tokenizer(texts)). Not while the Rust tokenizer
+    holds padding or truncation: transformers leaves a padded or truncating call's settings on it (it resets them at
+    its next call, not after), so reading it directly would count every piece of a batch as the longest one."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None and hasattr(backend, "encode_batch_fast"):
+    if (backend is not None and hasattr(backend, "encode_batch_fast") and getattr(backend, "padding", None) is None
+            and getattr(backend, "truncation", None) is None):
         return [len(e.ids) for e in backend.encode_batch_fast(texts, add_special_tokens=add_special_tokens)]
     return [len(ids) for ids in tokenizer(texts, add_special_tokens=add_special_tokens)["input_ids"]]
