@@ -25,10 +25,10 @@ from ctxbench.harness.core.io import atomic_write
 
 from . import viewer_page
 from .frame import format_length
+from .viewer_prompts import FOLD_CHARS, KEEP_FULL, DetailKey, first_repeats, marks_of, prompt_view, store_prompts
 
 FOLDER = "samples"
 PAGE = "samples.html"
-FOLD_CHARS = 2000  # prompts longer than this open collapsed
 LOAD_LIMIT = 5_000  # samples the page loads at once; a wider filter asks for a narrower one (page weight)
 DETAIL_FIELDS = ("prompt", "reasoning", "prompt_tokens", "generated_tokens", "reasoning_tokens", "metric")
 _TABLE = re.compile(r"<table>.*?</table>", re.S)  # the board's own markup: every text in it is escaped (render.py)
@@ -36,7 +36,6 @@ _HEAD = re.compile(r"<thead><tr>(.*?)</tr></thead>", re.S)
 _ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
 _JS_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
-DetailKey = tuple[str, str, int, int]  # (run id, task, length, index)
 
 
 @dataclass(frozen=True)
@@ -49,6 +48,11 @@ class ViewerCell:
     file: str
     n: int
     mean: float
+
+    @property
+    def prompts(self) -> str:
+        """The cell's prompt views, one per sample in the cell file's order (``p<k>.js`` beside ``c<k>.js``)."""
+        return "p" + self.file[1:]
 
     def href(self) -> str:
         return view_href(model=self.model, task=self.task, length=self.length)
@@ -65,17 +69,18 @@ def js_literal(value: Any) -> str:
     return "".join(_JS_ESCAPES.get(ch, ch) for ch in text)
 
 
-def sample_details(stores: Iterable[Any]) -> dict[DetailKey, dict[str, Any]]:
-    """Per stored sample (its first repeat), what the score frame leaves out: prompt (when a run stored it),
-    reasoning, token counts and metric. ``stores`` are the board's RunStores (store_frame.select_runs)."""
+def sample_details(stores: Iterable[Any], *, prompts: bool = True) -> dict[DetailKey, dict[str, Any]]:
+    """Per stored sample (its first repeat), what the score frame leaves out: reasoning, token counts, metric, and
+    its prompt view (the stored prompt where a run kept one, else regenerated and checked by hash: viewer_prompts).
+    ``stores`` are the board's RunStores (store_frame.select_runs)."""
     out: dict[DetailKey, dict[str, Any]] = {}
     for store in stores:
-        run_id = store.dir.name
-        for row in store.latest().values():
-            if row.get("score") is None or int(row.get("repeat") or 0) or row.get("task") is None:
-                continue
-            key = (run_id, str(row["task"]), int(row.get("length") or 0), int(row.get("index") or 0))
-            out[key] = {f: row[f] for f in DETAIL_FIELDS if row.get(f) not in (None, "")}
+        views = store_prompts(store) if prompts else {}
+        for key, row in first_repeats(store):
+            detail = {f: row[f] for f in DETAIL_FIELDS if row.get(f) not in (None, "")}
+            stored = detail.pop("prompt", None)
+            view = prompt_view(str(stored), marks_of(row), source="stored") if stored else views.get(key)
+            out[key] = {**detail, **({"prompt_view": view} if view else {})}
     return out
 
 
@@ -122,13 +127,16 @@ def write_viewer(out: Path, df: pd.DataFrame, details: Mapping[DetailKey, Mappin
                    for r in rows.sort_values("index" if "index" in rows else "score").to_dict(orient="records")]
         metrics |= {rec.get("metric") for rec in records}
         cell = ViewerCell(str(model), str(task), int(length), f"c{k}.js", len(records), float(rows["score"].mean()))
+        prompts = [rec.pop("prompt_view", None) for rec in records]  # apart: loaded only when a card shows them
         atomic_write(folder / cell.file, f"ctxbenchCell({js_literal(cell.file)},{js_literal(records)});\n")
+        atomic_write(folder / cell.prompts, f"ctxbenchPrompts({js_literal(cell.prompts)},{js_literal(prompts)});\n")
         cells.append(cell)
     depths = sorted({round(float(d), 4) for d in measured["depth"].dropna()}) if "depth" in measured else []
-    index = {"folder": FOLDER, "fold": FOLD_CHARS, "limit": LOAD_LIMIT, "models": sorted({c.model for c in cells}),
+    index = {"folder": FOLDER, "fold": FOLD_CHARS, "keep": KEEP_FULL, "limit": LOAD_LIMIT, "models": sorted({c.model for c in cells}),
              "tasks": sorted({c.task for c in cells}), "lengths": sorted({c.length for c in cells}),
              "depths": depths, "metrics": metric_lines(metrics),
-             "cells": [{"model": c.model, "task": c.task, "length": c.length, "file": c.file, "n": c.n} for c in cells]}
+             "cells": [{"model": c.model, "task": c.task, "length": c.length, "file": c.file, "prompts": c.prompts,
+                        "n": c.n} for c in cells]}
     atomic_write(folder / "index.js", f"window.ctxbenchIndex={js_literal(index)};\n")
     atomic_write(folder / "viewer.js", viewer_page.SCRIPT)
     atomic_write(out / PAGE, viewer_page.PAGE.format(csp=viewer_page.CSP, title=html.escape(title), css=viewer_page.CSS,

@@ -19,7 +19,8 @@ label{font-size:.8rem;display:flex;flex-direction:column}.card{border:1px solid 
 margin:.75rem 0;padding:.5rem .75rem}.card.wrong{border-left:4px solid #cf222e}.card.right{border-left:4px solid #1a7f37}
 .head{font-weight:600}.meta,.metric,.note{color:#57606a;font-size:.85rem}pre{white-space:pre-wrap;word-break:break-word;
 margin:.25rem 0;font-size:.8rem;background:#f6f8fa;padding:.4rem}mark.gold{background:#fff3b0}mark.answer{background:#c8f0d0}
-mark.del{background:#ffd7d5}mark.ins{background:#c8f0d0}table{border-collapse:collapse;font-size:.85rem}
+mark.needle{background:#ffe8c2}mark.del{background:#ffd7d5}.gap{color:#57606a;font-style:italic}
+.prompt-note{color:#9a6700}mark.ins{background:#c8f0d0}table{border-collapse:collapse;font-size:.85rem}
 th,td{border:1px solid #d0d7de;padding:.25rem .5rem;vertical-align:top;text-align:left}#diff{margin:1rem 0}
 details summary{cursor:pointer}
 """
@@ -31,8 +32,11 @@ PAGE = """<!DOCTYPE html>
 <title>{title}</title><style>{css}</style></head><body>
 <h1>{title}</h1>
 <p class="note"><a href="index.html">back to the board</a>. Click a sample's "diff" to set two models side by side on
-the same sample id. Prompts longer than {fold} characters are collapsed; in a prompt the gold is marked
-<mark class="gold">yellow</mark> and the model's answer <mark class="answer">green</mark> where found.</p>
+the same sample id. A run stores its prompts' hashes, not their text: the board regenerated each prompt from the run's
+suite and seed and shows it where its hash matched (else a note says why not). Prompts longer than {fold} characters
+show their head, their tail and the text around each highlight, with a button for the rest; in a prompt the needle is
+marked <mark class="needle">orange</mark>, the gold in it <mark class="gold">yellow</mark> and the model's answer
+<mark class="answer">green</mark> where found.</p>
 <div id="filters"></div><div id="status" class="note">loading…</div><div id="diff"></div><div id="list"></div>
 <script src="{folder}/index.js"></script><script src="{folder}/viewer.js"></script>
 </body></html>
@@ -41,7 +45,8 @@ the same sample id. Prompts longer than {fold} characters are collapsed; in a pr
 SCRIPT = r"""
 "use strict";
 var BOARD = window.ctxbenchIndex, LOADED = {}, WAIT = {}, PAGE_SIZE = 100, shown = PAGE_SIZE;
-window.ctxbenchCell = function (file, rows) { LOADED[file] = rows; (WAIT[file] || []).forEach(function (f) { f(); }); };
+window.ctxbenchCell = window.ctxbenchPrompts = function (file, rows) { LOADED[file] = rows;
+  (WAIT[file] || []).forEach(function (f) { f(); }); };
 function el(tag, text, cls) { var e = document.createElement(tag); if (text !== undefined && text !== null) e.textContent = String(text);
   if (cls) e.className = cls; return e; }
 function state() { var s = {}; location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
@@ -68,13 +73,41 @@ function cellsFor(s) { return BOARD.cells.filter(function (c) { return (!s.model
 function keep(s, r) { if (s.depth && String(r.depth) !== s.depth) return false;
   if (s.score === "wrong") return r.score === 0; if (s.score === "partial") return r.score < 1;
   if (s.score === "right") return r.score === 1; return true; }
-function marked(text, marks) { var out = el("pre"), spans = [], low = text.toLowerCase();
+function hits(text, marks) { var spans = [], low = text.toLowerCase();
   marks.forEach(function (m) { var needle = String(m.text || "").trim(); if (!needle) return; var at = low.indexOf(needle.toLowerCase());
     while (at >= 0 && spans.length < 200) { spans.push([at, at + needle.length, m.cls]); at = low.indexOf(needle.toLowerCase(), at + needle.length); } });
-  spans.sort(function (a, b) { return a[0] - b[0]; }); var pos = 0;
+  return spans.sort(function (a, b) { return a[0] - b[0]; }); }
+function markInto(out, text, spans) { var pos = 0;
   spans.forEach(function (sp) { if (sp[0] < pos) return; out.appendChild(document.createTextNode(text.slice(pos, sp[0])));
-    out.appendChild(el("mark", text.slice(sp[0], sp[1]), sp[2])); pos = sp[1]; });
+    var m = el("mark", sp[3] ? null : text.slice(sp[0], sp[1]), sp[2]);
+    if (sp[3]) markInto(m, text.slice(sp[0], sp[1]), sp[3]); out.appendChild(m); pos = sp[1]; });
   out.appendChild(document.createTextNode(text.slice(pos))); return out; }
+function marked(text, marks) { return markInto(el("pre"), text, hits(text, marks)); }
+function sentence(text, a, b) { var lo = a, hi = b; while (lo > 0 && a - lo < 200 && !/[.!?\n]/.test(text[lo - 1])) lo--;
+  while (hi < text.length && hi - b < 200 && !/[.!?\n]/.test(text[hi])) hi++; if (hi < text.length && text[hi] !== "\n") hi++;
+  while (lo < a && /\s/.test(text[lo])) lo++; return [lo, hi]; }
+function inContext(text, r) { var gold = hits(text, golds(r)), spans = [];
+  gold.forEach(function (g) { var s = sentence(text, g[0], g[1]), last = spans[spans.length - 1];
+    if (last && s[0] < last[1]) return; spans.push([s[0], s[1], "needle", [[g[0] - s[0], g[1] - s[0], "gold"]]]); });
+  hits(text, [{text: r.answer, cls: "answer"}]).forEach(function (h) { if (!spans.some(function (s) { return h[0] < s[1] && s[0] < h[1]; }))
+    spans.push(h); });
+  return markInto(el("pre", null, "prompt"), text, spans.sort(function (a, b) { return a[0] - b[0]; })); }
+function excerpts(v, r) { var box = el("pre", null, "prompt excerpt"), end = 0;
+  v.parts.forEach(function (p) { if (p[0] > end) box.appendChild(el("span", "\n[… " + (p[0] - end) + " characters …]\n", "gap"));
+    var piece = inContext(p[1], r); while (piece.firstChild) box.appendChild(piece.firstChild); end = p[0] + p[1].length; });
+  if (end < v.chars) box.appendChild(el("span", "\n[… " + (v.chars - end) + " characters …]", "gap")); return box; }
+function showPrompt(slot, r, v) { slot.textContent = ""; var hash = " (prompt hash " + (r.prompt_hash || "?") + ")";
+  if (!v || v.note) { slot.appendChild(el("div", (v ? v.note : "prompt not reproducible here: the board has no prompt for this sample") + hash,
+    "note prompt-note")); return; }
+  var title = "prompt (" + v.chars + " characters, " + v.source + ", hash " + r.prompt_hash + ")";
+  if (v.text !== undefined && !v.parts) { slot.appendChild(fold(title, inContext(v.text, r), true)); return; }
+  var box = el("div"), short = excerpts(v, r); box.appendChild(short);
+  if (v.text !== undefined) { var whole = null, b = el("button", "show the whole prompt", "expand"); box.insertBefore(b, short);
+    b.onclick = function () { if (!whole) whole = inContext(v.text, r); var open = b.textContent === "show the whole prompt";
+      box.replaceChild(open ? whole : short, open ? short : whole); b.textContent = open ? "show excerpts only" : "show the whole prompt"; }; }
+  else box.appendChild(el("div", "the board keeps excerpts of prompts over " + BOARD.keep + " characters: regenerate the whole " +
+    "text with `ctxbench generate` at the run's suite, length and seed", "note"));
+  slot.appendChild(fold(title, box, true)); }
 function golds(r) { return (r.gold || []).map(function (g) { return {text: g, cls: "gold"}; }); }
 function fold(title, body, open) { var d = el("details"), sm = el("summary", title); d.appendChild(sm); d.appendChild(body);
   d.open = !!open; return d; }
@@ -88,9 +121,7 @@ function card(r) { var c = el("div", null, "card " + (r.score === 1 ? "right" : 
   c.appendChild(el("div", "gold: " + JSON.stringify(r.gold || []), "meta"));
   var answer = marked(r.answer, golds(r)); answer.className = "answer"; c.appendChild(answer);
   if (r.reasoning) c.appendChild(fold("reasoning (" + r.reasoning.length + " characters)", el("pre", r.reasoning), false));
-  if (r.prompt) c.appendChild(fold("prompt (" + r.prompt.length + " characters)", marked(r.prompt,
-    golds(r).concat([{text: r.answer, cls: "answer"}])), r.prompt.length <= BOARD.fold));
-  else c.appendChild(el("div", "prompt: not stored in the run (prompt hash " + (r.prompt_hash || "?") + ")", "note"));
+  c.appendChild(el("div", "prompt loading…", "prompt-slot note"));
   var others = BOARD.models.filter(function (m) { return m !== r.model; });
   if (others.length) { var b = el("button", "diff with " + others[0]); b.className = "diff";
     b.onclick = function () { var st = state(); st.diff = r.id; st.a = r.model; st.b = others[0]; setState(st); }; c.appendChild(b); }
@@ -102,11 +133,13 @@ function render() { var s = state(); filters(s); var cells = cellsFor(s), status
       BOARD.limit + " at once (each cell is one file, loaded when a filter needs it)"; return; }
   status.textContent = "loading " + cells.length + " cells…";
   loadAll(cells.map(function (c) { return c.file; }), function () { var rows = [];
-    cells.forEach(function (c) { (LOADED[c.file] || []).forEach(function (r) { if (keep(s, r)) rows.push(r); }); });
+    cells.forEach(function (c) { (LOADED[c.file] || []).forEach(function (r, i) { if (keep(s, r)) rows.push([r, c.prompts, i]); }); });
     var list = document.getElementById("list"); list.textContent = "";
     status.textContent = rows.length + " samples" + (rows.length > shown ? ", showing " + shown : "") + " (" + cells.length + " cells loaded)";
     status.setAttribute("data-count", rows.length);
-    rows.slice(0, shown).forEach(function (r) { list.appendChild(card(r)); });
+    rows.slice(0, shown).forEach(function (x) { var c = card(x[0]), slot = c.querySelector(".prompt-slot"); list.appendChild(c);
+      if (!x[1]) return showPrompt(slot, x[0], null);
+      load(x[1], function () { showPrompt(slot, x[0], (LOADED[x[1]] || [])[x[2]]); }); });
     if (rows.length > shown) { var more = el("button", "show " + PAGE_SIZE + " more");
       more.onclick = function () { shown += PAGE_SIZE; render(); }; list.appendChild(more); } }); }
 function words(a, b) { var x = a.split(/(\s+)/), y = b.split(/(\s+)/), n = x.length, m = y.length;

@@ -108,7 +108,8 @@ def test_cell_to_samples_to_wrong_answers_to_a_diff(tmp_path, browser):
         "niah/single@512#0", "niah/single@512#1", "niah/single@512#2"]
     assert not browser.js("document.body.hasAttribute('data-pwned')")  # the planted answer and prompt stayed text
     assert "onerror=" in browser.js("document.querySelector('.card pre.answer').textContent")
-    assert browser.js("document.querySelector('.card mark.gold').textContent") == "7000"  # the gold, marked in the prompt
+    browser.until("!!document.querySelector('.card .prompt-slot details')")  # the cell's prompts, loaded when shown
+    assert browser.js("document.querySelector('.card .prompt-slot mark.gold').textContent") == "7000"  # the gold, in the prompt
 
     _choose(browser, "score", "wrong")
     browser.until("document.querySelectorAll('.card').length === 1")
@@ -124,6 +125,33 @@ def test_cell_to_samples_to_wrong_answers_to_a_diff(tmp_path, browser):
     assert cells[0] == ["", "beta", "alpha"] and cells[1] == ["score", "0", "1"]
     marks = "[...document.querySelectorAll('#diff mark.ins')].map(m => m.textContent)"
     assert browser.js(marks) == ["The", "magic", "number", "7002."]  # a word diff of the two answers
+    assert browser.errors == []
+
+
+FILLER = "The grass is green. The sky is blue. " * 130  # 4,810 characters either side of the needle
+LONG = f"{FILLER}The magic number is 7000.{FILLER}Someone said: I think it is 0. What is the magic number?"
+
+
+def test_a_long_prompt_opens_as_excerpts_with_the_needle_gold_and_answer_marked_and_expands(tmp_path, browser):
+    board = make_board(tmp_path, plant=False, prompts={0: LONG})
+    browser.open((board / "samples.html").as_uri() + "#model=alpha&task=niah%2Fsingle&length=512")
+    browser.until("document.querySelectorAll('.card .prompt-slot details').length === 3")
+    first = "document.querySelector('.card[data-id=\"niah/single@512#0\"] .prompt-slot')"
+    assert browser.js(f"{first}.querySelector('summary').textContent").startswith(f"prompt ({len(LONG)} characters, stored")
+    assert browser.js(f"{first}.querySelector('mark.needle').textContent") == "The magic number is 7000."
+    assert browser.js(f"{first}.querySelector('mark.needle mark.gold').textContent") == "7000"
+    assert browser.js(f"{first}.querySelector('mark.answer').textContent") == "I think it is 0."
+    collapsed = browser.js(f"{first}.querySelector('pre.prompt').textContent")  # head, tail, the text around the marks
+    assert browser.js(f"{first}.querySelectorAll('.gap').length") == 2 and len(collapsed) < 4_000
+    assert collapsed.startswith(LONG[:600]) and collapsed.endswith(LONG[-1200:])
+    browser.js(f"{first}.querySelector('button.expand').click()")
+    assert browser.js(f"{first}.querySelector('pre.prompt').textContent") == LONG  # the whole prompt, a click away
+    assert browser.js(f"{first}.querySelectorAll('.gap').length") == 0
+    browser.js(f"{first}.querySelector('button.expand').click()")
+    assert browser.js(f"{first}.querySelector('pre.prompt').textContent") == collapsed  # and folded again
+    short = "document.querySelector('.card[data-id=\"niah/single@512#1\"] .prompt-slot')"
+    assert browser.js(f"{short}.querySelector('pre.prompt').textContent").startswith("Haystack text.")  # whole, no button
+    assert browser.js(f"{short}.querySelector('button.expand')") is None
     assert browser.errors == []
 
 

@@ -30,8 +30,10 @@ def _row(task: str, length: int, index: int, model: str, *, prompt: str = "") ->
             "prompt": prompt or f"Haystack text. The magic number is {gold}. More text. What is the magic number?"}
 
 
-def make_board(root: Path, *, per_cell: int = 3, lengths=(512, 1024), plant: bool = True) -> Path:
-    """Two models (alpha, beta) scored on two tasks at two lengths, from stored rows; the board built into root/board."""
+def make_board(root: Path, *, per_cell: int = 3, lengths=(512, 1024), plant: bool = True,
+               prompts: dict[int, str] | None = None) -> Path:
+    """Two models (alpha, beta) scored on two tasks at two lengths, from stored rows; the board built into root/board.
+    ``prompts``: the stored prompt of the samples of these indices (else a short one)."""
     store_dir = root / "runs"
     for k, model in enumerate(("alpha", "beta")):
         store = RunStore(store_dir, f"run-{model}")
@@ -42,7 +44,7 @@ def make_board(root: Path, *, per_cell: int = 3, lengths=(512, 1024), plant: boo
                         sessions=[{"started": "2026-01-01T00:00:00"}])
         store.dir.mkdir(parents=True, exist_ok=True)
         store.record_path.write_text(json.dumps(dataclasses.asdict(rec)))
-        rows = [_row(t, n, i, model) for t in TASKS for n in lengths for i in range(per_cell)]
+        rows = [_row(t, n, i, model, prompt=(prompts or {}).get(i, "")) for t in TASKS for n in lengths for i in range(per_cell)]
         if plant:
             rows[0] = {**rows[0], "prediction": PLANT, "prompt": f"a prompt {PLANT} with a needle 7000"}
         store.append(rows)
@@ -57,11 +59,16 @@ def board(tmp_path_factory) -> Path:
     return make_board(tmp_path_factory.mktemp("viewer"))
 
 
-def _cell_rows(board: Path, name: str) -> list[dict]:
+def _cell_rows(board: Path, name: str, call: str = "ctxbenchCell") -> list:
     text = (board / "samples" / name).read_text()
     head, body = text.split("(", 1)
-    assert head == "ctxbenchCell"
+    assert head == call
     return json.loads(body.rsplit(");", 1)[0].split(",", 1)[1])
+
+
+def _prompts(board: Path, name: str) -> list:
+    """A cell's prompt views (``p<k>.js``), in its rows' order."""
+    return _cell_rows(board, name, "ctxbenchPrompts")
 
 
 def test_each_cell_gets_one_file_and_a_link_from_index_html(board):
@@ -79,18 +86,21 @@ def test_each_cell_gets_one_file_and_a_link_from_index_html(board):
     first = rows[1]
     assert first["id"] == "kv/retrieval@1024#1" and first["gold"] == ["7001"] and first["score"] == 1.0
     assert first["reasoning"] == "alpha thinks about 7001" and first["prompt_tokens"] == 1004 and first["depth"] == 50.0
-    assert "magic number is 7001" in first["prompt"]
+    assert "prompt" not in first and "prompt_view" not in first  # prompts are a file apart, loaded when shown
+    view = _prompts(board, "p1.js")[1]
+    assert "magic number is 7001" in view["text"] and view["source"] == "stored" and view["chars"] == len(view["text"])
     index_js = (board / "samples" / "index.js").read_text()
     assert "Fraction of references found" in index_js  # the metric's one-line explanation
 
 
 def test_a_planted_prompt_or_answer_is_escaped_everywhere(board):
-    for path in (board / "samples").glob("c*.js"):  # data: no markup character at all, only \u003c escapes
+    for path in (board / "samples").glob("[cp]*.js"):  # data: no markup character at all, only \u003c escapes
         assert not set("<>&") & set(path.read_text()), path
     for path in (board / "samples.html", board / "index.html", board / "samples" / "index.js"):
         assert "<img src=x" not in path.read_text() and "onerror=" not in path.read_text(), path
     planted = [r for f in (board / "samples").glob("c*.js") for r in _cell_rows(board, f.name) if r["answer"] == PLANT]
-    assert len(planted) == 2 and PLANT in planted[0]["prompt"]  # kept as text, to be shown as text
+    prompts = [v["text"] for f in (board / "samples").glob("p*.js") for v in _prompts(board, f.name) if PLANT in v["text"]]
+    assert len(planted) == 2 and len(prompts) == 2  # kept as text, to be shown as text
     assert "innerHTML" not in (board / "samples" / "viewer.js").read_text()
 
 
@@ -105,4 +115,5 @@ def test_a_board_without_details_still_links_its_samples(board, tmp_path):
     build_report(frames.scores, out_dir=tmp_path / "plain", cells=frames.cells, runs=frames.runs, n_boot=50)
     rows = _cell_rows(tmp_path / "plain", "c0.js")
     assert "prompt" not in rows[0] and "reasoning" not in rows[0] and rows[1]["answer"].startswith("The magic")
+    assert _prompts(tmp_path / "plain", "p0.js") == [None] * len(rows)  # the viewer says the board has no prompt
     assert (tmp_path / "plain" / "samples.html").is_file() and 'class="cell"' in (tmp_path / "plain" / "index.html").read_text()
