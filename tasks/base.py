@@ -98,6 +98,8 @@ class Task:
     external: ClassVar[bool] = False  # another harness (lm-eval) drives it: the runner calls run_external, not generate
     extra: ClassVar[str | None] = None  # the pip extra it needs (checked when the task is built)
     reads_records: bool = False  # its samples are a dataset's records in order: `--samples N` keeps the first N
+    shared_context: ClassVar[str] = ""  # what every sample shares with others when each carries a cluster id (a
+    # context window, a document): its rounds are dependent, so `score --until` refuses it and `plan` says so
 
     def __init__(self, name: str, args: TaskArgs):
         self.name = name

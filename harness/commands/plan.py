@@ -117,6 +117,7 @@ def plan(
     from ctxbench.harness.cli_common import _data_dir
     from ctxbench.harness.core.config import load_suite
     from ctxbench.harness.run.plan_inputs import planned_cells
+    from ctxbench.harness.run.sequential_checks import declared_cluster_refusal
     from ctxbench.leaderboard.sequential_plan import build_plan
 
     _check(alpha, threshold, width, n, detect, power)
@@ -127,6 +128,9 @@ def plan(
     cells = planned_cells(loaded, _data_dir(None))
     report = build_plan(loaded, cells=cells, seconds=timing.seconds if timing else None, expected=expected,
                         threshold=threshold, width=width, alpha=alpha, n=n, detect=detect, power=power)
+    refused = declared_cluster_refusal(loaded)
+    if refused:  # score --until refuses this suite: no --until table, the full protocol only
+        report["targets"], report["until_refused"] = [], refused
     if timing is not None:
         report["measured_lengths"] = list(timing.measured)
         report["projected_lengths"] = list(timing.projected)
@@ -178,6 +182,8 @@ def print_plan(report: dict, *, timing, pilot: str | None) -> None:
     from rich.table import Table
 
     _header(report, timing)
+    if report.get("until_refused"):
+        out.print(report["until_refused"], highlight=False, soft_wrap=True)
     for target in report["targets"]:
         by_length = target["rows"][0]["length"] is not None
         title = (f"--until {target['target']}: expected samples per length" +

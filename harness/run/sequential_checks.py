@@ -102,10 +102,27 @@ def check_clusters(first: dict[str, dict[str, Any]]) -> None:
     α = 0.05 on a depth grid, issue 31), so --until refuses it."""
     for name, sample in first.items():
         if sample["cluster"] is not None:
-            raise ConfigError(f"--until: {name}'s samples share a haystack, document or demonstrations (cluster "
-                              f"{sample['cluster']!r}), so its rounds are not independent and a sequential verdict "
-                              "would not hold its alpha; score it without --until (the board's interval allows for "
-                              "clusters), or leave it out (--tasks)")
+            raise ConfigError(cluster_refusal(name, f"cluster {sample['cluster']!r}"))
+
+
+def cluster_refusal(name: str, which: str) -> str:
+    """The one line a clustered task gets for --until: from `score` (naming its first sample's cluster) and from
+    `plan` (naming what the task declares it shares, as a plan builds no sample)."""
+    return (f"--until: {name}'s samples share a haystack, document or demonstrations ({which}), so its rounds are not "
+            "independent and a sequential verdict would not hold its alpha; score it without --until (the board's "
+            "interval allows for clusters), or leave it out (--tasks)")
+
+
+def declared_cluster_refusal(suite: Any) -> str | None:
+    """For `plan`: the refusal `score --until` gives this suite, where a task declares that its samples share a
+    context (Task.shared_context; a plan builds no sample to read a cluster id from). None where none declares it."""
+    from ctxbench.harness.core.config import build_task
+
+    for i, spec in enumerate(suite.tasks):
+        shared = build_task(spec, where=f"tasks.{i}").shared_context
+        if shared:
+            return cluster_refusal(spec.display, f"the questions on one {shared} are one cluster")
+    return None
 
 
 def check_prompts(samples: list[dict[str, Any]], earlier: RunStore, identity: dict[str, Any], name: str) -> None:

@@ -78,6 +78,7 @@ class LongbenchPro(Task):
     data_source = (f"{HUB} (hub, Apache-2.0, pinned revision; downloaded at run time), or data_path / "
                    "data_dir/longbenchpro/")
     requires_data = True
+    shared_context = "document"
 
     def __init__(self, spec: SecondaryTask, args: LongbenchProArgs):
         super().__init__(spec.task_name, args)

@@ -73,6 +73,7 @@ class Oolong(Task):
     data_source = ("oolongbench/oolong-{split} (hub, pinned revision; downloaded at run time), or data_path / "
                    "data_dir/oolong/{split}/")
     requires_data = True
+    shared_context = "context window"
 
     def __init__(self, name: str, args: OolongArgs, split: str):
         super().__init__(name, args)
