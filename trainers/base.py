@@ -25,13 +25,14 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ctxbench.harness.core.config import resolve_config
 from ctxbench.harness.core.identity import EXECUTION, content_hash, identity_dump
 from ctxbench.harness.core.io import append_jsonl, atomic_write_json, cut_torn_tail, read_jsonl
+from ctxbench.trainers.context_parallel import SequenceParallel, layout
 
 MANIFEST_NAME = "ctxbench_manifest.json"
 RUN_MARK = "ctxbench_run.json"  # in output_dir: which config owns its checkpoints
@@ -99,9 +100,10 @@ class TrainerConfig(BaseModel):
                                    "time, so the full logits are never held (long sequences, large vocabularies); 0 = off. "
                                    "The loss and gradients are the same (to float rounding)", json_schema_extra=EXECUTION)
     deepspeed: str | None = Field(None, description="zero3, zero3_offload (configs/deepspeed/) or a DeepSpeed JSON path")
-    sequence_parallel: int = Field(1, ge=1, description="DeepSpeed-Ulysses degree: processes that share each sequence "
-                                   "(needs deepspeed; divides the process count and the sequence length)",
-                                   json_schema_extra=EXECUTION)
+    sequence_parallel: Annotated[int, Field(ge=1)] | SequenceParallel = Field(
+        1, description="processes that share each sequence: N is DeepSpeed-Ulysses over N (needs deepspeed; divides the "
+        "process count, the sequence length and the heads); {ring: N} is ring attention over N (FSDP2, CUDA GPUs, "
+        "past the head count)", json_schema_extra=EXECUTION)
     eval_steps: int | None = Field(None, ge=1, description="validation every N steps; default save_steps (and always at the end)",
                                    json_schema_extra=EXECUTION)
     logging_steps: int = Field(1, ge=1, description="log the train loss every N steps", json_schema_extra=EXECUTION)
@@ -122,6 +124,11 @@ class TrainerConfig(BaseModel):
         if v is not None:
             deepspeed_path(v)  # a preset, configs/deepspeed/NAME.json or a file: one line now, not after the data is made
         return v
+
+    @property
+    def sequence_layout(self) -> SequenceParallel:
+        """`sequence_parallel` as a layout (an int is the Ulysses degree)."""
+        return layout(self.sequence_parallel)
 
     def config_hash(self) -> str:
         """The keys that change the trained weights (harness/core/identity.py): the execution-only ones, marked where

@@ -335,7 +335,7 @@ class CPTTrainer(HFTrainer):
         return m is not None and m.config.get("attention") == "per_document"
 
     def check_sequence_parallel(self, seq_len: int | None) -> None:
-        if self.config.sequence_parallel > 1 and self.per_document():
+        if self.config.sequence_layout.degree > 1 and self.per_document():
             raise ConfigError("attention: per_document packing does not run under sequence_parallel > 1 yet (each shard "
                               "would mask with its own positions); set sequence_parallel: 1 or attention: cross_document")
         super().check_sequence_parallel(seq_len)

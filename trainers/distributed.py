@@ -63,15 +63,21 @@ def distributed_arguments(kw: dict[str, Any], *, has_cuda: bool) -> dict[str, An
 SP_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3")  # what DeepSpeed-Ulysses wraps (not eager: its 4D mask)
 
 
-def check_sequence_parallel(degree: int, *, deepspeed: str | None, attn: str, seq_len: int | None, trainer: str,
-                            supported: bool = True, heads: tuple[int, int] | None = None) -> None:
-    """Refuse, in one line and before anything is written, a sequence-parallel degree that cannot run as configured."""
-    if degree == 1:
+def check_sequence_parallel(value: int | Any, *, deepspeed: str | None, attn: str, seq_len: int | None, trainer: str,
+                            supported: bool = True, heads: tuple[int, int] | None = None, has_cuda: bool = False) -> None:
+    """Refuse, in one line and before anything is written, a sequence-parallel layout that cannot run as configured
+    (`value`: the Ulysses degree, or a trainers.context_parallel.SequenceParallel)."""
+    from ctxbench.trainers.context_parallel import check_ring, layout
+
+    sp = layout(value)
+    if sp.degree == 1:
         return
-    where = "sequence_parallel"
+    where, degree = "sequence_parallel", sp.ulysses
     if not supported:
         raise ConfigError(f"{where}: trainer {trainer} has no sequence parallelism (its sequences fit one GPU, see "
                           "`ctxbench train ... --plan`); set sequence_parallel: 1")
+    if sp.ring > 1:
+        return check_ring(sp, deepspeed=deepspeed, attn=attn, seq_len=seq_len, world=world_size(), has_cuda=has_cuda)
     if not deepspeed:
         raise ConfigError(f"{where}: {degree} needs DeepSpeed (DeepSpeed-Ulysses shards the sequence inside it); "
                           "set deepspeed: zero3 (or a ZeRO-2 JSON)")
@@ -84,7 +90,8 @@ def check_sequence_parallel(degree: int, *, deepspeed: str | None, attn: str, se
         raise ConfigError(f"{where}: {degree} does not divide the sequence length {seq_len}; use a seq_len divisible by it")
     if heads is not None and (heads[0] % degree or (heads[1] % degree and degree % heads[1])):
         raise ConfigError(f"{where}: {degree} must divide the model's {heads[0]} attention heads, and divide or be a "
-                          f"multiple of its {heads[1]} key/value heads (Ulysses gives each process whole heads)")
+                          f"multiple of its {heads[1]} key/value heads (Ulysses gives each process whole heads; past "
+                          "the heads use sequence_parallel: {ring: N} on GPUs)")
 
 
 def model_heads(base: Any) -> tuple[int, int] | None:
@@ -98,15 +105,21 @@ def model_heads(base: Any) -> tuple[int, int] | None:
     return shape.heads, shape.kv_heads
 
 
-def sequence_parallel_arguments(kw: dict[str, Any], degree: int, attn: str) -> dict[str, Any]:
-    """TrainingArguments keys for DeepSpeed-Ulysses over `degree` processes (transformers and accelerate drive it)."""
-    if degree == 1:
+def sequence_parallel_arguments(kw: dict[str, Any], value: int | Any, attn: str) -> dict[str, Any]:
+    """TrainingArguments keys for the layout: DeepSpeed-Ulysses over `ulysses` processes, or ring attention over `ring`
+    (transformers and accelerate drive both)."""
+    from ctxbench.trainers.context_parallel import layout, ring_arguments
+
+    sp = layout(value)
+    if sp.ring > 1:
+        return ring_arguments(kw, sp, world_size())
+    if sp.ulysses == 1:
         return kw
     from accelerate.parallelism_config import ParallelismConfig
     from accelerate.utils import DeepSpeedSequenceParallelConfig
 
     handler = DeepSpeedSequenceParallelConfig(sp_attn_implementation=attn)
-    return {**kw, "parallelism_config": ParallelismConfig(sp_backend="deepspeed", sp_size=degree, sp_handler=handler)}
+    return {**kw, "parallelism_config": ParallelismConfig(sp_backend="deepspeed", sp_size=sp.ulysses, sp_handler=handler)}
 
 
 def deepspeed_on_cpu() -> dict[str, Any]:
@@ -136,7 +149,7 @@ def use_threads(threads: int) -> None:
         torch.set_num_threads(max(1, default_threads() // local_world_size()))
 
 
-def refuse_other_world_size(out: Any, before: int, per_process_batch: int, *, sp_before: int = 1, sp_now: int = 1) -> None:
+def refuse_other_world_size(out: Any, before: int, per_process_batch: int, *, sp_before: Any = 1, sp_now: Any = 1) -> None:
     """Checkpoints resumed by another number of processes (or sequence-parallel degree) would take another global batch:
     their step count and data order would no longer be the run's. Refused, naming the layout that resumes them."""
     now = world_size()

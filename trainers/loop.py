@@ -183,7 +183,7 @@ class HFTrainer:
     def data_parallel_size(self) -> int:
         """Processes that take different sequences: under sequence parallelism each group of `sequence_parallel`
         processes shares one sequence."""
-        return max(1, self.world_size() // self.config.sequence_parallel)
+        return max(1, self.world_size() // self.config.sequence_layout.degree)
 
     def steps_for(self, data: DataBundle) -> int:
         c = self.config
@@ -264,18 +264,18 @@ class HFTrainer:
         """transformers.TrainingArguments; under a launcher, data parallel over every process (or refused)."""
         from transformers import TrainingArguments
 
-        c = self.config
         self.check_sequence_parallel(data.seq_len)
         kw = distributed_arguments(self.training_arguments(data), has_cuda=self._has_cuda())
-        args = TrainingArguments(**sequence_parallel_arguments(kw, c.sequence_parallel, c.attn_implementation))
+        args = TrainingArguments(**sequence_parallel_arguments(kw, self.config.sequence_layout, self.config.attn_implementation))
         check_data_parallel(args)
         return args
 
     def check_sequence_parallel(self, seq_len: int | None) -> None:
-        """Refuse a sequence-parallel degree that cannot run here (seq_len None: the checks that need no data)."""
+        """Refuse a sequence-parallel layout that cannot run here (seq_len None: the checks that need no data)."""
         c = self.config
-        check_sequence_parallel(c.sequence_parallel, deepspeed=c.deepspeed, attn=c.attn_implementation, seq_len=seq_len,
-                                trainer=self.name, supported=self.sequence_parallel_ok, heads=model_heads(c.base_model))
+        check_sequence_parallel(c.sequence_layout, deepspeed=c.deepspeed, attn=c.attn_implementation, seq_len=seq_len,
+                                trainer=self.name, supported=self.sequence_parallel_ok, heads=model_heads(c.base_model),
+                                has_cuda=self._has_cuda())
 
     def _train(self, data: DataBundle, args: Any, callbacks: Sequence[Any]) -> TrainResult:
         c, run, out = self.config, self.run, self.output_dir
@@ -350,11 +350,11 @@ class HFTrainer:
             if last_checkpoint(out) is not None:
                 c = self.config
                 refuse_other_world_size(out, int(owner.get("world_size", 1)), c.per_device_batch_size * c.gradient_accumulation_steps,
-                                        sp_before=int(owner.get("sequence_parallel", 1)), sp_now=c.sequence_parallel)
+                                        sp_before=owner.get("sequence_parallel", 1), sp_now=c.sequence_layout.spec)
         out.mkdir(parents=True, exist_ok=True)
         mark.write_text(json.dumps({"config_hash": self.config.config_hash(), "data_hash": data.data_hash,
                                     "run_id": self.run_id, "world_size": self.world_size(),
-                                    "sequence_parallel": self.config.sequence_parallel}))
+                                    "sequence_parallel": self.config.sequence_layout.spec}))
 
     def base_gguf(self) -> str | None:
         """The GGUF file the base model was dequantized from (its weights carry the quantization error), if any."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxbench.harness.core.errors import ConfigError
+from ctxbench.trainers.context_parallel import layout
 
 GIB = 1024**3
 CLUSTERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -104,7 +105,8 @@ class Workload:
     logit_positions: float  # fraction of positions whose logits the loss computes
     zero: int = 0  # ZeRO stage; 0: no DeepSpeed (DDP)
     offload: bool = False  # ZeRO-3 optimiser and parameters in CPU memory
-    sequence_parallel: int = 1
+    sequence_parallel: int = 1  # processes sharing each sequence (Ulysses x ring)
+    ring: int = 1  # of which ring attention (past the head count)
     checkpointing: bool = False
     eager: bool = False  # eager attention keeps the S x S scores
     loss_chunk_tokens: int = 0  # chunked loss: the logits of at most this many positions exist at once; 0: all
@@ -160,11 +162,17 @@ def smallest_cluster(w: Workload, gpu_bytes: float) -> Plan | None:
 
 
 def needed_sequence_parallel(w: Workload, gpu_bytes: float) -> int | None:
-    """The smallest sequence-parallel degree with which `w` fits somewhere (None: not even at the largest cluster)."""
+    """The smallest sequence-parallel degree with which `w` fits somewhere (None: not even at the largest cluster);
+    past the head count it is ring attention's."""
     for sp in CLUSTERS:
-        if sp <= w.shape.heads and smallest_cluster(replace(w, sequence_parallel=sp), gpu_bytes) is not None:
+        if smallest_cluster(replace(w, sequence_parallel=sp), gpu_bytes) is not None:
             return sp
     return None
+
+
+def needed_layout(sp: int, heads: int) -> str:
+    """The config line that gives degree `sp`: Ulysses up to the heads, ring attention past them."""
+    return f"sequence_parallel >= {sp}" if sp <= heads else f"sequence_parallel: {{ring: {sp}}} (past the {heads} heads)"
 
 
 def zero_of(spec: str | None) -> tuple[int, bool]:
@@ -184,9 +192,10 @@ def workload(config: Any, name: str, *, seq_len: int, sequences: int, trainable:
     attention)."""
     shape = shape_of(config.base_model)
     zero, offload = zero_of(config.deepspeed)
-    sp = sequence_parallel or getattr(config, "sequence_parallel", 1)
+    sp = layout(sequence_parallel or getattr(config, "sequence_parallel", 1))
+    zero = 3 if sp.ring > 1 else zero  # ring attention runs under FSDP2 full_shard: ZeRO-3's partitioning
     return Workload(name, shape, seq_len, sequences, shape.params() if trainable is None else trainable, logit_positions,
-                    zero, offload, sp, config.gradient_checkpointing, config.attn_implementation == "eager",
+                    zero, offload, sp.degree, sp.ring, config.gradient_checkpointing, config.attn_implementation == "eager",
                     getattr(config, "loss_chunk_tokens", 0))
 
 
@@ -212,7 +221,8 @@ def render(workloads: list[Workload], gpu_gib: float) -> list[str]:
     for w in workloads:
         z = f"ZeRO-{w.zero}{' offload' if w.offload else ''}" if w.zero else "DDP (no DeepSpeed)"
         lines.append(f"{w.name}: {w.shape.params() / 1e9:.3g}B parameters ({w.trainable / 1e9:.3g}B trained), "
-                     f"{w.sequences} x {w.seq_len:,} tokens per GPU, {z}, sequence parallel {w.sequence_parallel}, "
+                     f"{w.sequences} x {w.seq_len:,} tokens per GPU, {z}, sequence parallel {w.sequence_parallel}"
+                     f"{f' (ring {w.ring})' if w.ring > 1 else ''}, "
                      f"activation checkpointing {'on' if w.checkpointing else 'off'}"
                      f"{f', loss in chunks of {w.loss_chunk_tokens:,} tokens' if w.loss_chunk_tokens else ''}")
         plan = smallest_cluster(w, gpu)
@@ -224,6 +234,6 @@ def render(workloads: list[Workload], gpu_gib: float) -> list[str]:
             lines.append(f"  fits: {plan.gpus} x {gpu_gib:g} GiB GPU(s) (at most {HEADROOM:.0%} of each used)")
         else:
             sp = needed_sequence_parallel(w, gpu)
-            need = f"sequence_parallel >= {sp}" if sp else "more than sequence parallelism (a smaller micro-batch or model)"
+            need = needed_layout(sp, w.shape.heads) if sp else "more than sequence parallelism (a smaller micro-batch or model)"
             lines.append(f"  does not fit on up to {max(CLUSTERS)} x {gpu_gib:g} GiB GPUs as configured: needs {need}")
     return lines

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -21,6 +21,7 @@ from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.identity import content_hash
 from ctxbench.harness.core.registry import register
 from ctxbench.trainers.base import DataBundle, RopeSpec, ScratchModel, TrainerConfig, TrainResult, config_path
+from ctxbench.trainers.context_parallel import SequenceParallel
 from ctxbench.trainers.hqa.chat import IGNORE
 from ctxbench.trainers.hqa.loss import answer_only_trainer_class, pad_collator
 from ctxbench.trainers.hqa.study import HQAStudyData
@@ -40,8 +41,9 @@ class StageSpec(BaseModel):
     epochs: int | None = Field(None, ge=1, description="passes over the stage's data (§4.2: 1); default 1 unless max_steps")
     max_steps: int | None = Field(None, ge=1, description="optimizer steps instead of epochs")
     learning_rate: float | None = Field(None, gt=0, description="this stage's peak learning rate; default the config's")
-    sequence_parallel: int = Field(1, ge=1, description="DeepSpeed-Ulysses degree for this stage (paper: Ulysses for 650K/1M); "
-                                   "needs deepspeed and a launch with a multiple of it processes")
+    sequence_parallel: Annotated[int, Field(ge=1)] | SequenceParallel = Field(
+        1, description="this stage's layout (paper: Ulysses for 650K/1M): N is DeepSpeed-Ulysses (needs deepspeed), "
+        "{ring: N} ring attention (FSDP2, CUDA GPUs); launch a multiple of the degree processes")
 
     @model_validator(mode="after")
     def _length(self):
@@ -58,7 +60,7 @@ class HQASFTConfig(TrainerConfig):
 
     @model_validator(mode="after")
     def _stages(self):
-        if self.rope is not None or self.max_steps is not None or self.sequence_parallel != 1:
+        if self.rope is not None or self.max_steps is not None or self.sequence_layout.degree != 1:
             raise ValueError("rope, max_steps and sequence_parallel are per stage: set them under stages[]")
         names = [s.name for s in self.stages]
         dup = next((n for n in names if names.count(n) > 1), None)
@@ -187,7 +189,7 @@ class StageTrainer(HFTrainer):
         tok = self.tokenizer
         c = self.config
         return pad_collator(tok.pad_token_id if tok.pad_token_id is not None else 0,
-                            c.seq_len if c.sequence_parallel > 1 else None)
+                            c.seq_len if c.sequence_layout.degree > 1 else None)
 
     def hf_trainer_class(self) -> type:
         return answer_only_trainer_class(self.config.loss_chunk_tokens)
@@ -319,7 +321,7 @@ class HQASFTTrainer(StageTrainer):
         for st in self.stage_configs():  # refuse before any work (building the stages synthesizes their data)
             try:
                 check_sequence_parallel(st.sequence_parallel, deepspeed=st.deepspeed, attn=st.attn_implementation,
-                                        seq_len=st.seq_len, trainer=self.name, heads=heads)
+                                        seq_len=st.seq_len, trainer=self.name, heads=heads, has_cuda=self._has_cuda())
             except ConfigError as e:
                 raise ConfigError(f"stages.{st.stage}.{e}") from None
         stages = self.stage_trainers()

@@ -1,0 +1,130 @@
+"""Ring attention past the head limit (`sequence_parallel: {ring: N}`, torch context parallelism through transformers
+and accelerate under FSDP2): the layout in the config, its one-line refusals, the TrainingArguments it makes, the
+memory plan, and the probe that keeps the CUDA-only refusal honest. The equivalence trainings (2 processes equal 1)
+need two CUDA GPUs: tests/gpu/test_ring_attention_cuda.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ctxbench.harness.core.errors import ConfigError
+from ctxbench.trainers.base import TrainerConfig
+from ctxbench.trainers.context_parallel import SequenceParallel, layout
+from ctxbench.trainers.distributed import check_sequence_parallel, sequence_parallel_arguments
+
+TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2}
+
+
+def test_an_int_is_the_ulysses_degree_and_a_ring_is_a_mapping():
+    assert TrainerConfig(base_model="m", sequence_parallel=2).sequence_layout == SequenceParallel(ulysses=2)
+    ring = TrainerConfig(base_model="m", sequence_parallel={"ring": 4}).sequence_layout
+    assert (ring.ulysses, ring.ring, ring.degree, ring.spec) == (1, 4, 4, {"ulysses": 1, "ring": 4})
+    assert layout(3).spec == 3  # run marks written before rings existed compare equal
+    with pytest.raises(ValueError):
+        TrainerConfig(base_model="m", sequence_parallel={"rings": 2})
+
+
+def test_the_layout_is_execution_only():
+    """Like the process count, the layout changes where a sequence is computed, not the training: no new run id."""
+    plain = TrainerConfig(base_model="m").config_hash()
+    assert TrainerConfig(base_model="m", sequence_parallel={"ring": 8}).config_hash() == plain
+    assert TrainerConfig(base_model="m", sequence_parallel=2).config_hash() == plain
+
+
+RING = {"deepspeed": None, "attn": "sdpa", "seq_len": 128, "trainer": "t", "heads": (4, 2), "has_cuda": True}
+
+
+@pytest.mark.parametrize(("env", "sp", "kw", "says"), [
+    ({"WORLD_SIZE": "4"}, {"ulysses": 2, "ring": 2}, {}, r"^sequence_parallel: ulysses 2 with ring 2 \(USP\) does not run"),
+    ({"WORLD_SIZE": "2"}, {"ring": 2}, {"deepspeed": "zero3"}, r"^sequence_parallel.ring: 2 runs under FSDP2 .*drop deepspeed"),
+    ({"WORLD_SIZE": "2"}, {"ring": 2}, {"attn": "eager"}, r"^sequence_parallel.ring: 2 needs attn_implementation sdpa"),
+    ({"WORLD_SIZE": "2"}, {"ring": 2}, {"attn": "flash_attention_2"}, r"needs attn_implementation sdpa .*not flash"),
+    ({"WORLD_SIZE": "3"}, {"ring": 2}, {}, r"^sequence_parallel.ring: 2 does not divide the 3 launched process\(es\)"),
+    ({"WORLD_SIZE": "2"}, {"ring": 2}, {"seq_len": 130}, r"^sequence_parallel.ring: 2 needs a sequence length divisible by 4"),
+    ({"WORLD_SIZE": "2"}, {"ring": 2}, {"has_cuda": False}, r"^sequence_parallel.ring: 2 needs CUDA GPUs"),
+    ({"WORLD_SIZE": "2"}, {"ring": 2}, {"supported": False}, r"^sequence_parallel: trainer t has no sequence parallelism"),
+])
+def test_a_ring_that_cannot_run_is_refused_in_one_line(monkeypatch, env, sp, kw, says):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ConfigError, match=says) as e:
+        check_sequence_parallel(SequenceParallel(**sp), **{**RING, **kw})
+    assert "\n" not in str(e.value)
+
+
+def test_a_ring_passes_the_head_limit(monkeypatch):
+    """Ulysses stops at the heads (4 here); a ring of 8 over a 4-head model is not refused for it."""
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    with pytest.raises(ConfigError, match="must divide the model's 4 attention heads.*ring: N"):
+        check_sequence_parallel(8, **{**RING, "deepspeed": "zero3"})
+    check_sequence_parallel(SequenceParallel(ring=8), **RING)  # what runs (on GPUs)
+
+
+def test_ring_arguments_are_fsdp2_context_parallel(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    kw = sequence_parallel_arguments({"output_dir": "x"}, SequenceParallel(ring=2), "sdpa")
+    pc = kw["parallelism_config"]
+    assert (pc.cp_size, pc.cp_backend, pc.dp_shard_size, pc.sp_size) == (2, "torch", 2, 1)
+    assert kw["fsdp"] == "full_shard" and kw["fsdp_config"]["version"] == 2
+    assert sequence_parallel_arguments({"output_dir": "x"}, 1, "sdpa") == {"output_dir": "x"}
+
+
+def test_a_cpt_ring_on_a_cpu_is_refused_before_any_data_is_made(tmp_path, monkeypatch):
+    from ctxbench.trainers.cpt import CPTConfig, CPTTrainer
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    cfg = CPTConfig(base_model={"config": TINY}, store=str(tmp_path / "runs"), sequence_parallel={"ring": 2},
+                    data={"path": str(tmp_path / "nowhere")})
+    with pytest.raises(ConfigError, match=r"^sequence_parallel.ring: 2 needs CUDA GPUs"):
+        CPTTrainer(cfg).train()
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_plan_shards_activations_over_the_ring_and_names_it_past_the_heads():
+    from ctxbench.trainers.memory_plan import KNOWN, needed_layout, per_gpu, render, workload
+
+    cfg = TrainerConfig(base_model="meta-llama/Llama-3.1-8B-Instruct", gradient_checkpointing=True,
+                        sequence_parallel={"ring": 64})
+    ring = workload(cfg, "w", seq_len=4_000_000, sequences=1)
+    flat = workload(cfg.model_copy(update={"sequence_parallel": 1}), "w", seq_len=4_000_000, sequences=1)
+    assert (ring.sequence_parallel, ring.ring, ring.zero) == (64, 64, 3)  # FSDP2 full_shard partitions as ZeRO-3 does
+    assert per_gpu(ring, 64).activations < per_gpu(flat, 64).activations / 60
+    assert "sequence parallel 64 (ring 64)" in render([ring], 80)[0]
+    heads = KNOWN["meta-llama/Llama-3.1-8B-Instruct"].heads
+    assert needed_layout(16, heads) == "sequence_parallel >= 16"
+    assert needed_layout(64, heads) == "sequence_parallel: {ring: 64} (past the 32 heads)"
+
+
+PROBE = textwrap.dedent("""
+    import os, torch, torch.distributed as dist, torch.nn.functional as F
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.experimental import context_parallel
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("PROBE_PORT", "29561"))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    q, k, v = (torch.randn(1, 2, 16, 8) for _ in range(3))
+    try:
+        with context_parallel(init_device_mesh("cpu", (1,)), buffers=[q, k, v], buffer_seq_dims=[2, 2, 2]):
+            F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        print("ran")
+    except NotImplementedError as e:
+        print("refused:", e)
+""")
+
+
+def test_torch_ring_attention_still_has_no_cpu_kernel():
+    """The CPU refusal stands on this: torch's context parallelism has no rule for the CPU SDPA op. When a torch
+    release adds one this fails, and the refusal (trainers/context_parallel.py check_ring) should be lifted."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120,
+                         env={"PROBE_PORT": str(port), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    assert "refused:" in out.stdout and "_scaled_dot_product_flash_attention_for_cpu" in out.stdout, out.stderr[-2000:]

@@ -1,0 +1,81 @@
+"""The sequence-parallel layout: DeepSpeed-Ulysses (`ulysses`, up to the head count) or ring attention (`ring`, past it).
+
+`sequence_parallel: N` is Ulysses over N processes (trainers/distributed.py). `sequence_parallel: {ring: N}` is
+PyTorch's context parallelism (`torch.distributed.tensor.experimental.context_parallel`, what torchtitan uses), driven
+by transformers 5 and accelerate 1.15 (`ParallelismConfig(cp_size=N, cp_backend="torch")`) under FSDP2: each process
+keeps S/N tokens and the key/value shards pass round the ring, so the degree is bounded by the sequence length, not
+the heads. Nothing here computes attention.
+
+Two limits of those libraries, refused with one line rather than worked around:
+- torch 2.13's ring attention dispatches only the CUDA SDPA kernels (flash, efficient, cuDNN): on a CPU the SDPA op
+  (`_scaled_dot_product_flash_attention_for_cpu`) has no context-parallel rule, so ring runs on GPUs only;
+- accelerate 1.15 refuses `cp_size > 1` with `sp_size > 1`: Ulysses and ring do not combine (no USP) there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ctxbench.harness.core.errors import ConfigError
+
+RING_ATTENTION = ("sdpa",)  # transformers' context parallelism takes SDPA only
+
+
+class SequenceParallel(BaseModel):
+    """How many processes share each sequence, and how: Ulysses (whole heads per process) or ring attention."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    ulysses: int = Field(1, ge=1, description="DeepSpeed-Ulysses degree (needs deepspeed; divides the attention heads)")
+    ring: int = Field(1, ge=1, description="ring-attention degree (torch context parallelism under FSDP2; CUDA only; "
+                      "2 x ring divides the sequence length)")
+
+    @property
+    def degree(self) -> int:
+        return self.ulysses * self.ring
+
+    @property
+    def spec(self) -> int | dict[str, int]:
+        """How the layout is recorded and named: an int when it is Ulysses alone, so older run marks compare equal."""
+        return self.ulysses if self.ring == 1 else self.model_dump()
+
+
+def layout(value: int | SequenceParallel) -> SequenceParallel:
+    """The layout of a config's `sequence_parallel` (an int is the Ulysses degree, as before rings existed)."""
+    return value if isinstance(value, SequenceParallel) else SequenceParallel(ulysses=value)
+
+
+def check_ring(sp: SequenceParallel, *, deepspeed: str | None, attn: str, seq_len: int | None, world: int,
+               has_cuda: bool) -> None:
+    """Refuse, in one line, a ring degree that cannot run as configured (sp.ring > 1)."""
+    where, n = "sequence_parallel.ring", sp.ring
+    if sp.ulysses > 1:
+        raise ConfigError(f"sequence_parallel: ulysses {sp.ulysses} with ring {n} (USP) does not run: accelerate 1.15 "
+                          "runs Ulysses (DeepSpeed) or ring attention (FSDP2), not both; set one of them to 1")
+    if deepspeed:
+        raise ConfigError(f"{where}: {n} runs under FSDP2 (torch context parallelism), not DeepSpeed; drop deepspeed: "
+                          f"{deepspeed} (FSDP2 shards the weights and optimizer as ZeRO-3 does)")
+    if attn not in RING_ATTENTION:
+        raise ConfigError(f"{where}: {n} needs attn_implementation sdpa (ring attention wraps SDPA), not {attn}")
+    if world % n:
+        raise ConfigError(f"{where}: {n} does not divide the {world} launched process(es); launch a multiple of {n} "
+                          f"(torchrun --nproc_per_node {n})")
+    if seq_len is not None and seq_len % (2 * n):
+        raise ConfigError(f"{where}: {n} needs a sequence length divisible by {2 * n} (each process takes a head and a "
+                          f"tail chunk, balancing causal attention), not {seq_len}")
+    if not has_cuda:
+        raise ConfigError(f"{where}: {n} needs CUDA GPUs: torch's ring attention has no CPU kernel; on a CPU use "
+                          "Ulysses (sequence_parallel: N with deepspeed)")
+
+
+def ring_arguments(kw: dict[str, Any], sp: SequenceParallel, world: int) -> dict[str, Any]:
+    """TrainingArguments keys for ring attention over sp.ring processes: FSDP2 over all of them, context parallel in
+    groups of sp.ring (transformers shards input_ids, labels and position_ids along the sequence per step)."""
+    if sp.ring == 1:
+        return kw
+    from accelerate.parallelism_config import ParallelismConfig
+
+    config = ParallelismConfig(dp_shard_size=world // sp.ring, cp_size=sp.ring, cp_backend="torch")
+    fsdp_config = {"version": 2, **kw.get("fsdp_config", {})}
+    return {**kw, "fsdp": kw.get("fsdp") or "full_shard", "fsdp_config": fsdp_config, "parallelism_config": config}
