@@ -84,6 +84,13 @@ def score(
                                          "characters are kept as visible escapes (\\x1b)"),
     judge_budget: Optional[str] = typer.Option(None, "--judge-budget", help="LLM-judge tasks (judge/*): the paid judge "
                                                "calls allowed, N or calls=N,tokens=N; a run over it is refused before it starts"),
+    prices: Optional[Path] = typer.Option(None, "--prices", help="price table YAML (USD per million input, cached-input "
+                                          "and output tokens, dated; default the shipped examples configs/prices.yaml)"),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="ceiling in USD for the whole run (rows already "
+                                             "stored count): refused before it starts when the plan's estimate exceeds "
+                                             "it, stopped resumably when real spending reaches it"),
+    max_tokens: Optional[str] = typer.Option(None, "--max-tokens", help="ceiling in prompt + generated tokens for the "
+                                             "whole run (e.g. 2M), held like --max-cost"),
     rope_scaling: Optional[str] = typer.Option(None, help="zero-shot context extension TYPE:FACTOR (linear, dynamic, yarn, llama3)"),
     shard: Optional[str] = typer.Option(None, help="score part i of n (e.g. 0/4); parts share one run directory"),
     model_args: Optional[str] = typer.Option(None, "--model_args", "--model-args", help="lm-eval's K=V,K=V: pretrained= is "
@@ -121,6 +128,11 @@ def score(
     if samples is not None and samples < 1:
         raise ConfigError("--samples: must be at least 1")
     budget = parse_budget(judge_budget)  # checked against the plan's judge calls before anything is written
+    from ctxbench.harness.core.prices import load_prices
+    from ctxbench.harness.run.cost_guard import parse_ceiling
+
+    ceiling = parse_ceiling(max_cost, max_tokens)  # checked against the plan's tokens and cost before anything is written
+    price_table = load_prices(prices)
     choice = lmeval_model(model=model, backend=backend, store=store_dir, model_args=model_args, output_path=output_path)
     generation = protocol(thinking=thinking, max_thinking_tokens=max_thinking_tokens, system_prompt=system_prompt,
                           gen_kwargs=",".join(gen_kwargs) or None, repeats=repeats, backend=choice.backend)
@@ -146,7 +158,7 @@ def score(
                    sequential, sample_cap=samples, log=log)
     with third_party_log() as log_file:  # transformers', DeepSpeed's, ... output: to <run>/<log>, not the terminal
         try:
-            outcome = run(plan, fresh=fresh, console=err, judge_budget=budget)
+            outcome = run(plan, fresh=fresh, console=err, judge_budget=budget, prices=price_table, ceiling=ceiling)
         except RunInterrupted as e:
             o = e.outcome
             keep_log(log_file, o.store.dir, log)

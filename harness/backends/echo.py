@@ -42,7 +42,10 @@ class EchoBackend:
         for r in requests:
             time.sleep(self.delay)
             text = self._answer(r) if self.accuracy is None else self._drawn(r)
-            out.append(Prediction(r.sample_id, text, r.prompt_tokens or 0, 0, self.delay))
+            # counted tokens (the prompt's as planned, the answer's by the tokenizer), so a run's token account and a
+            # test's price table have numbers to work on; echo itself costs nothing unless a price table names it
+            generated = len(self.tokenizer.encode(text, add_special_tokens=False)) if text else 0
+            out.append(Prediction(r.sample_id, text, r.prompt_tokens or 0, generated, self.delay, token_source="counted"))
         return out
 
     def _drawn(self, r: Request) -> str:

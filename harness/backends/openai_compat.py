@@ -54,6 +54,7 @@ from ctxbench.harness.backends.openai_replies import (
     MalformedReply,
     parse_completion,
     parse_prompt_logprobs,
+    token_account,
     within_budget,
 )
 from ctxbench.harness.core.backend import check_window, parse_backend_args
@@ -275,7 +276,8 @@ class OpenAIBackend(PromptBuilding, BatchMode, RetryingHTTP):
         a = within_budget(answer, r.generation_limit, self.tokenizer)
         # the latency of the attempt that answered (retries' waits are not the model's time)
         return Prediction(r.sample_id, a.text, a.prompt_tokens or p.prompt_tokens, a.completion_tokens or 0, timing[-1],
-                          p.truncated, reasoning=a.reasoning, reasoning_tokens=a.reasoning_tokens, over_budget=a.over_budget)
+                          p.truncated, reasoning=a.reasoning, over_budget=a.over_budget,
+                          **token_account(answer, a, r.thinking))  # cached, reasoning tokens; the server's or counted
 
     async def _run(self, requests: list[Request]) -> list[Prediction]:
         prepared: list[PreparedRequest | Prediction] = []

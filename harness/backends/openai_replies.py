@@ -41,10 +41,15 @@ class _Details(_Lenient):
     reasoning_tokens: Count | None = None
 
 
+class _PromptDetails(_Lenient):
+    cached_tokens: Count | None = None
+
+
 class _Usage(_Lenient):
     prompt_tokens: Count | None = None
     completion_tokens: Count | None = None
     completion_tokens_details: _Details | None = None
+    prompt_tokens_details: _PromptDetails | None = None
 
 
 class _Message(_Lenient):
@@ -100,6 +105,8 @@ class Answer:
     reasoning: str | None
     reasoning_tokens: int | None
     over_budget: int = 0  # characters the server sent when it ignored the budget (0: within it)
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (None: not reported)
+    usage_reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, reasoning shown or not
 
 
 def parse_completion(data: Any, api: str) -> Answer:
@@ -116,8 +123,22 @@ def parse_completion(data: Any, api: str) -> Answer:
         text = choice.text
     reasoning = reasoning if isinstance(reasoning, str) else None
     details = usage.completion_tokens_details or _Details()
+    cached = (usage.prompt_tokens_details or _PromptDetails()).cached_tokens
     return Answer(text or "", usage.completion_tokens, usage.prompt_tokens, reasoning,
-                  details.reasoning_tokens if reasoning else None)
+                  details.reasoning_tokens if reasoning else None, cached_tokens=cached,
+                  usage_reasoning_tokens=details.reasoning_tokens)
+
+
+def token_account(sent: Answer, kept: Answer, thinking: bool) -> dict[str, Any]:
+    """A prediction's token account (harness/core/rows.py): the server's counts win where it gave both and the answer
+    was kept as sent (`token_source` "server"); an answer cut or counted here is "counted". Outside thinking mode the
+    reasoning tokens are the server's report, hidden reasoning included (what a reasoning model bills); in thinking
+    mode they stay what the thinking split reads (harness/run/batch.py thinking_split)."""
+    server = (sent.prompt_tokens is not None and sent.completion_tokens is not None and not kept.over_budget
+              and kept.completion_tokens == sent.completion_tokens)
+    reasoning = kept.reasoning_tokens if thinking else (sent.usage_reasoning_tokens if server else None)
+    return {"cached_tokens": sent.cached_tokens, "token_source": "server" if server else "counted",
+            "reasoning_tokens": reasoning}
 
 
 def parse_tokenized(data: Any) -> tuple[int, list[int] | None]:
@@ -165,7 +186,7 @@ def within_budget(answer: Answer, budget: int, tokenizer: Any) -> Answer:
         text = tokenizer.decode(kept_text)
     reasoning_tokens = None if answer.reasoning_tokens is None else min(answer.reasoning_tokens, len(kept_reasoning))
     return Answer(text, len(kept_reasoning) + len(kept_text), answer.prompt_tokens, reasoning, reasoning_tokens,
-                  over_budget=sent)
+                  over_budget=sent, cached_tokens=answer.cached_tokens)
 
 
 def _ids(tokenizer: Any, text: str) -> list[int]:

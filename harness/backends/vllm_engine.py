@@ -175,6 +175,8 @@ class VLLMBackend:
             kv_cache_dtype=kv_cache_dtype, engine_args=json_object(engine_args, "engine_args"),
         )
         self.batch_size = int(batch_size)
+        # every device the engines hold while a generate call runs (GPU-seconds = its wall time x these)
+        self.devices = self.dp * self.engine_kwargs["tensor_parallel_size"] * self.engine_kwargs["pipeline_parallel_size"]
         self.vllm = vllm
         self.version = getattr(vllm, "__version__", "?")
         self.stop_ids = stop_ids(self.path, config, self.tokenizer)
@@ -286,7 +288,7 @@ class VLLMBackend:
                     if kind != "ok":
                         raise RuntimeError(f"vllm data-parallel engine failed: {value}")
                     results.update(zip(run, value))
-        seconds = time.perf_counter() - start
+        seconds = time.perf_counter() - start  # GPU-seconds: this wall time x every device of every engine (its share)
         self.last_cached_tokens = sum(r[2] or 0 for r in results.values())
         stop = set(self.stop_ids)
         preds = []
@@ -294,7 +296,8 @@ class VLLMBackend:
             toks = results[i][0][: r.generation_limit]
             n = next((j for j, t in enumerate(toks) if t in stop), len(toks))
             text = self.tokenizer.decode(toks[:n], skip_special_tokens=not r.thinking)  # channel markers kept
-            preds.append(Prediction(r.sample_id, text, len(ids[i]), n, seconds / len(requests), truncated_tokens=cut[i], timing="batch-share"))
+            preds.append(Prediction(r.sample_id, text, len(ids[i]), n, seconds / len(requests), truncated_tokens=cut[i], timing="batch-share",
+                                    cached_tokens=results[i][2], gpu_seconds=seconds / len(requests) * self.devices))
         return preds
 
     def token_logprobs(self, requests: list[LogprobRequest]) -> list[TokenLogprobs]:

@@ -33,10 +33,14 @@ def request(s: Sample, gen: Generation = Generation(), template_kwargs: dict[str
 
 
 def generated_rows(asks: list[tuple[Any, Sample, int]], backend: Any, gen: Generation,
-                   template_kwargs: dict[str, Any] | None, tokenizer: Any) -> list[Row]:
-    """One backend call for the (task, sample, repeat) asks, and each answer's row."""
+                   template_kwargs: dict[str, Any] | None, tokenizer: Any, spend: Any = None) -> list[Row]:
+    """One backend call for the (task, sample, repeat) asks, and each answer's row; with the run's meter
+    (harness/run/cost_guard.py Spend), priced, and refused before the call once the run's ceiling is reached."""
+    if spend is not None:
+        spend.check()  # the batch before this one reached --max-cost/--max-tokens: stop, resumable
     preds = backend.generate([request(s, gen, template_kwargs, r) for _, s, r in asks])
-    return [sample_row(task, s, p, gen, tokenizer, r) for (task, s, r), p in zip(asks, preds)]
+    rows = [sample_row(task, s, p, gen, tokenizer, r) for (task, s, r), p in zip(asks, preds)]
+    return rows if spend is None else spend.priced(rows)
 
 
 def logprob_rows(task, batch: list[Sample], backend) -> list[Row]:

@@ -85,7 +85,8 @@ def score_batch(batch: Batch, backend: Any, ready: Any) -> list[Row]:
     if batch.logprobs:
         return logprob_rows(batch.asks[0][0], [s for _, s, _ in batch.asks], backend)
     gen = ready.plan.generation
-    return generated_rows(batch.asks, backend, gen, ready.renderer.template_kwargs, ready.ctx.tokenizer)
+    return generated_rows(batch.asks, backend, gen, ready.renderer.template_kwargs, ready.ctx.tokenizer,
+                          spend=getattr(ready.cost, "spend", None))  # priced, and held to the run's ceiling
 
 
 def tally(outcome: RunOutcome, rows: list[Row], needs_score: bool) -> None:

@@ -32,7 +32,8 @@ from ctxbench.harness.core.prompting import PromptRenderer
 from ctxbench.harness.core.redact import redact_all, url_secrets
 from ctxbench.harness.core.store import RunStore, check_identity
 from ctxbench.harness.core.task_versions import suite_task_versions
-from ctxbench.harness.core.types import Generation, repeat_id
+from ctxbench.harness.core.types import Generation, board_name, repeat_id
+from ctxbench.harness.run.cost_guard import plan_cost
 from ctxbench.harness.run.judge_budget import JudgeBudget, JudgeCost, check_budget, judge_cost
 from ctxbench.harness.run.plan_bounds import check_counts
 from ctxbench.harness.run.plan_size import Estimate, check_size, estimate
@@ -160,15 +161,18 @@ class Prepared:
     done: frozenset[str]
     complete: bool  # every planned sample is stored: nothing to score, nothing to load
     judge: JudgeCost = JudgeCost(0, 0)  # paid judge calls of the samples still to score (harness/run/judge_budget.py)
+    cost: Any = None  # the tokens and money of the samples to score, and the run's meter (harness/run/cost_guard.py)
 
     @property
     def planned(self) -> int:
         return sum(len(c.indices) * c.repeats for c in self.cells)
 
 
-def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None, judge_budget: JudgeBudget | None = None) -> Prepared:
+def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None, judge_budget: JudgeBudget | None = None,
+            prices: Any = None, ceiling: Any = None) -> Prepared:
     """Every check of the plan, in order of cost; nothing is written (not even the sample cache). A run with paid
-    judge calls needs a `judge_budget` that covers them (--judge-budget)."""
+    judge calls needs a `judge_budget` that covers them (--judge-budget); `ceiling` (--max-cost, --max-tokens) must
+    cover the plan's estimate under `prices` (harness/run/cost_guard.py)."""
     suite = plan.suite
     check_size(suite, batch_size=int(plan.backend_args.get("batch_size") or 1))  # lengths over the bound: named first
     check_counts(suite, repeats=plan.generation.repeats, store_dir=plan.out_dir)  # arithmetic: before anything grows
@@ -204,9 +208,12 @@ def prepare(plan: RunPlan, *, fresh: bool = False, backend: Any = None, judge_bu
         i != 0 or all(t.is_complete(store.dir) for t in external))
     judge = judge_cost(cells, done)
     check_budget(judge, judge_budget)
+    cost = plan_cost(name=board_name("", identity["backend"], plan.model), prices=prices, ceiling=ceiling, cells=cells,
+                     done=done, store=store, fresh=fresh, thinking_budget=plan.generation.thinking_budget,
+                     sequential=plan.until is not None)
     if not complete:
         _check_tasks(cells, ctx, suite.seed, done)
-    return Prepared(plan, model, renderer, ctx, cells, external, store, identity, size, done, complete, judge)
+    return Prepared(plan, model, renderer, ctx, cells, external, store, identity, size, done, complete, judge, cost)
 
 
 def _check_tasks(cells: list[Cell], ctx: GenContext, seed: int, done: frozenset[str]) -> None:

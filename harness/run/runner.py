@@ -78,13 +78,13 @@ def training_provenance(model: str) -> dict[str, Any]:
 
 
 def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, backend: Any = None,
-        judge_budget: Any = None) -> RunOutcome:
+        judge_budget: Any = None, prices: Any = None, ceiling: Any = None) -> RunOutcome:
     """Score the plan's suite into the store; rerunning resumes. `backend` overrides building one (tests, notebooks).
 
     Three steps: prepare (every check, nothing written, no weights), build the backend's weights (unless the run is
     already complete: then the store alone answers), score."""
     console = console or Console(stderr=True)
-    ready = prepare(plan, fresh=fresh, backend=backend, judge_budget=judge_budget)
+    ready = prepare(plan, fresh=fresh, backend=backend, judge_budget=judge_budget, prices=prices, ceiling=ceiling)
     if ready.judge.calls:  # the cost of a paid judge, said before the run (refused over --judge-budget by prepare)
         console.print(ready.judge.line(), highlight=False, style="dim")
     plan = ready.plan  # its thinking mode resolved
@@ -106,6 +106,7 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
                     path.unlink()  # lm-eval's results and a sequential run's verdicts go with the rows
         record, session = _record(ready, backend)
         store.begin(record, session)
+        console.print(ready.cost.line(), highlight=False, style="dim")  # tokens and money (harness/run/cost_guard.py)
         console.print(ready.estimate.line(), highlight=False, style="dim")  # after the refusals: those stay one line
         done = store.done_ids()
         outcome = RunOutcome(store, planned=ready.planned)
