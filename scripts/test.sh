@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: install, lint, build the docs, then run the default test tiers (unit + integration).
+# The README's test command: install, lint, build the docs, then run the default test tiers (unit + integration) on
+# two workers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
@@ -9,4 +10,7 @@ python3 -m ruff check --quiet .
 docs_out=$(mktemp -d)
 trap 'rm -rf "$docs_out"' EXIT
 NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true python3 -m mkdocs build --strict -q -d "$docs_out"
-python3 -m pytest -q "$@"
+# Two xdist workers (the tests that share a checkout build or a server run on one: tests/conftest.py's xdist groups);
+# CTXBENCH_TEST_WORKERS=0 runs them serially, and arguments after the script's name go to pytest last.
+source scripts/ci_env.sh
+python3 -m pytest -q -n "${CTXBENCH_TEST_WORKERS:-2}" --dist loadgroup "$@"

@@ -2,7 +2,7 @@
 
 The server is started once per test session on a free loopback port, with one torch thread (much faster
 than two on a shared 2-core machine), and killed at the end. Tests that need it skip with the reason if it
-cannot start.
+cannot start (fail, where CTXBENCH_REQUIRE_SERVE=1: CI).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import missing
 
 READY_TIMEOUT = 90  # seconds to wait for the server to answer /health
 
@@ -44,9 +46,9 @@ def hf_server(smol_dir, tmp_path_factory):
     try:
         from transformers.utils.import_utils import is_serve_available
     except ImportError:
-        pytest.skip("transformers is not installed")
+        missing("transformers is not installed", "CTXBENCH_REQUIRE_SERVE")
     if not is_serve_available():
-        pytest.skip("transformers serve needs the extra: pip install 'transformers[serving]'")
+        missing("transformers serve needs the extra: pip install 'transformers[serving]'", "CTXBENCH_REQUIRE_SERVE")
     port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -59,7 +61,7 @@ def hf_server(smol_dir, tmp_path_factory):
         deadline = time.monotonic() + READY_TIMEOUT
         while True:
             if proc.poll() is not None:
-                pytest.skip(f"transformers serve exited with {proc.returncode}: {log.read_text()[-500:]}")
+                missing(f"transformers serve exited with {proc.returncode}: {log.read_text()[-500:]}", "CTXBENCH_REQUIRE_SERVE")
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
                 conn.request("GET", "/health")
@@ -68,7 +70,8 @@ def hf_server(smol_dir, tmp_path_factory):
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                pytest.skip(f"transformers serve did not answer /health within {READY_TIMEOUT}s: {log.read_text()[-500:]}")
+                missing(f"transformers serve did not answer /health within {READY_TIMEOUT}s: {log.read_text()[-500:]}",
+                        "CTXBENCH_REQUIRE_SERVE")
             time.sleep(0.5)
         yield f"{url}/v1"
     finally:
