@@ -307,6 +307,22 @@ def backend_traits(name: str, *, field: str | None = None) -> BackendTraits:
                          declared.get("batch_dependent", False))
 
 
+@dataclasses.dataclass(frozen=True)
+class TaskTraits:
+    """What a task declared when it registered: register("task", NAME, args=Model, version=N)."""
+
+    name: str
+    args: type | None = None  # the model of its arguments (a suite's args:, --arg KEY=VALUE)
+    version: int = 0  # above 0: part of a run's identity (harness/core/task_versions.py)
+
+
+def task_traits(name: str, *, field: str | None = None) -> TaskTraits:
+    """A registered task's traits; an unknown task is refused in one line."""
+    entry = _entry_name("task", name, field)
+    declared = _INFO.get(("task", entry), {})
+    return TaskTraits(entry, declared.get("args"), declared.get("version", 0))
+
+
 def declared(kind: str, name: str, trait: str, default: Any = None) -> Any:
     """One trait an entry declared, or `default` where it declared none or no entry has the name (a store written
     with a plugin that is no longer installed, a backend object a test or notebook passes): never refused, so
