@@ -1,8 +1,9 @@
 """One scoring loop (issue 33): the engine generates, builds rows and appends them in one place, whatever schedules it.
 
-Before, `runner._score_cells` and `adaptive_run._score_turn` each repeated generate -> row -> append -> count. Now a
-schedule (harness/run/full.py, harness/run/sequential.py) only says what to score next; harness/run/loop.py drives
-it and harness/run/batch.py scores a batch. Read statically over harness/ outside the backends and the core.
+Before, `runner._score_cells` and `adaptive_run._score_turn` each repeated generate -> row -> append -> count, and
+`runner._run_external` appended lm-eval's rows after the loop. Now a schedule (harness/run/full.py,
+harness/run/sequential.py, harness/run/external.py) only says what to score next; harness/run/loop.py drives it,
+harness/run/batch.py scores a batch and the loop hands an external task's batch to its harness. Read statically over harness/ outside the backends and the core.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-# call -> the one module allowed to make it; lm-eval tasks produce their own rows (runner's external step appends them)
+# call -> the one module allowed to make it; lm-eval tasks produce their own rows, which the loop appends
 ONE_PLACE = {
     "backend.generate": ["harness/run/batch.py"],
     "backend.token_logprobs": ["harness/run/batch.py"],
     "sample_row": ["harness/run/batch.py"],
-    "store.append": ["harness/run/loop.py", "harness/run/runner.py"],
+    "store.append": ["harness/run/loop.py"],
+    "task.run_external": ["harness/run/loop.py"],
 }
 
 
@@ -48,9 +50,10 @@ def test_each_scoring_step_is_written_once():
     assert found == ONE_PLACE
 
 
-def test_the_store_is_appended_by_the_loop_and_external_tasks_only():
-    """runner.py appends only what an external harness (lm-eval) produced; every generated row goes through drive()."""
+def test_every_schedule_is_driven_by_the_one_loop():
+    """runner.py appends nothing itself: each schedule it builds (full N, --until, external) goes through drive()."""
     tree = ast.parse((REPO / "harness/run/runner.py").read_text())
-    owners = [f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
-              and any(isinstance(c, ast.Call) and ast.unparse(c.func) == "store.append" for c in ast.walk(f))]
-    assert owners == ["_run_external"]
+    driven = {ast.unparse(c.args[0]) for c in ast.walk(tree) if isinstance(c, ast.Call) and ast.unparse(c.func) == "drive"}
+    built = {ast.unparse(c.func) for c in ast.walk(tree) if isinstance(c, ast.Call) and ast.unparse(c.func).endswith("Schedule")}
+    assert built == {"SequentialSchedule", "FullSchedule", "ExternalSchedule"} and len(driven) == 3
+    assert "store.append" not in calls(REPO / "harness/run/runner.py")

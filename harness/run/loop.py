@@ -1,5 +1,6 @@
 """The one scoring loop: a schedule says what to score next and whether it is done; the loop generates, builds the
-rows, appends them to the store and counts them, whichever the schedule (full N: full.py; --until: sequential.py).
+rows, appends them to the store and counts them, whichever the schedule (full N: full.py; --until: sequential.py;
+tasks another harness drives, lm-eval: external.py).
 
 A schedule hands out turns (a progress line and its batches, each one backend call); after every batch it is told
 what was scored (`saw`), and after every turn it may say how the bar stands (`turn_done`). The store is appended
@@ -47,12 +48,14 @@ class RunInterrupted(Interrupted):
 
 @dataclass(frozen=True)
 class Batch:
-    """One backend call: (task, sample, repeat) asks, or (logprobs) a perplexity task's samples; `work`: how far it
-    moves the bar."""
+    """One backend call: (task, sample, repeat) asks, or (logprobs) a perplexity task's samples, or (external) one
+    task another harness scores whole (lm-eval: its rows, unknown in number until then, join the planned count);
+    `work`: how far it moves the bar."""
 
-    asks: list[tuple[Any, Sample, int]]
+    asks: list[tuple[Any, Sample | None, int]]
     work: int = 0
     logprobs: bool = False
+    external: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,8 +83,14 @@ class Schedule(Protocol):
     def count(self, outcome: RunOutcome) -> str: ...  # the bar's count of samples
 
 
-def score_batch(batch: Batch, backend: Any, ready: Any) -> list[Row]:
-    """The rows of one batch: generated and scored, or (perplexity) log-prob rows."""
+def score_batch(batch: Batch, backend: Any, ready: Any, console: Any = None) -> list[Row]:
+    """The rows of one batch: generated and scored, (perplexity) log-prob rows, or (external) the rows another
+    harness produced for its task."""
+    if batch.external:
+        task = batch.asks[0][0]
+        rows = task.run_external(backend=backend, renderer=ready.renderer, limit=None, seed=ready.plan.suite.seed,
+                                 console=console)
+        return [Row.from_json(r) if not isinstance(r, Row) else r for r in rows]
     if batch.logprobs:
         return logprob_rows(batch.asks[0][0], [s for _, s, _ in batch.asks], backend)
     gen = ready.plan.generation
@@ -106,8 +115,9 @@ def drive(schedule: Schedule, backend: Any, ready: Any, store: RunStore, outcome
         while (turn := schedule.next()) is not None:
             bar.update(job, description=turn.description)
             for batch in turn.batches:
-                rows = score_batch(batch, backend, ready)
+                rows = score_batch(batch, backend, ready, console)
                 store.append(rows)
+                outcome.planned += len(rows) if batch.external else 0
                 tally(outcome, rows, schedule.needs_score)
                 schedule.saw(rows)
                 bar.update(job, advance=batch.work, samples=schedule.count(outcome))

@@ -1,12 +1,12 @@
 """A scoring run: prepare (every check), record, then the one scoring loop over its schedules (harness/run/: the
-sequential rounds of --until, then every remaining sample at full N), then external tasks.
+sequential rounds of --until, then every remaining sample at full N, then external tasks: harness/run/external.py).
 
 Memory does not grow with the suite: samples are generated (or read from their cache) one chunk at a time,
 sent, scored and appended before the next chunk is read; only the set of finished sample ids is kept
 (harness/run/full.py).
 
-Tasks driven by another harness (lm-eval) are "external": they produce their own rows through the same store,
-record and resume logic. Every check of the plan (harness/run/planning.py) runs before the store opens and before
+Tasks driven by another harness (lm-eval) are "external": the same loop appends and counts the rows their harness
+produces, through the same store, record and resume logic. Every check of the plan (harness/run/planning.py) runs before the store opens and before
 the weights load; a finished rerun loads no weights. Every planned sample ends with a row: a prediction, or a
 recorded error that a rerun of the same command retries. Each invocation is a session of the record, with its
 execution settings and, when it ends (finished, failed or interrupted), its end time.
@@ -33,12 +33,11 @@ from typing import Any
 from rich.console import Console
 
 from ctxbench.harness.core import registry
-from ctxbench.harness.core.config import Suite
 from ctxbench.harness.core.identity import backend_execution_args
 from ctxbench.harness.core.provenance import plugins_used, versions
 from ctxbench.harness.core.redact import redact_all
-from ctxbench.harness.core.store import RunStore
 from ctxbench.harness.core.types import RunRecord
+from ctxbench.harness.run.external import ExternalSchedule
 from ctxbench.harness.run.full import FullSchedule
 from ctxbench.harness.run.loop import RunInterrupted, RunOutcome, drive
 from ctxbench.harness.run.planning import (  # noqa: F401 - Cell, plan_cells, model_fingerprint: re-exported
@@ -106,8 +105,8 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
                     path.unlink()  # lm-eval's results and a sequential run's verdicts go with the rows
         record, session = _record(ready, backend)
         store.begin(record, session)
-        console.print(ready.cost.line(), highlight=False, style="dim")  # tokens and money (harness/run/cost_guard.py)
         console.print(ready.estimate.line(), highlight=False, style="dim")  # after the refusals: those stay one line
+        console.print(ready.cost.line(), highlight=False, style="dim")  # tokens and money (harness/run/cost_guard.py)
         done = store.done_ids()
         outcome = RunOutcome(store, planned=ready.planned)
         outcome.done = sum(1 for c in cells for j in c.ids() if j in done)
@@ -119,8 +118,9 @@ def run(plan: RunPlan, *, fresh: bool = False, console: Console | None = None, b
                 cells = rounds.rest()  # losses, and samples past a length's smallest N: scored at fixed N
             if cells:
                 drive(FullSchedule(cells, done, backend, ready), backend, ready, store, outcome, console)
-            if plan.shard[0] == 0:  # external tasks (lm-eval) run whole, in the first shard only
-                _run_external(ready.external, plan.suite, backend, ready.renderer, store, console)
+            external = ExternalSchedule(ready.external if plan.shard[0] == 0 else [], store.dir)  # first shard only
+            if not external.done:
+                drive(external, backend, ready, store, outcome, console)
             ended = "finished" if not outcome.failed else "failed"
         except KeyboardInterrupt:
             ended = "interrupted"
@@ -194,13 +194,3 @@ def execution(plan: RunPlan, info: dict[str, Any], secrets: list[str]) -> dict[s
                                        f"({info.get('dtype', 'reduced precision')} on a GPU, batches of up to {batch}); "
                                        "a sample scored in another batch or session may differ")
     return redact_all(settings, secrets)
-
-
-def _run_external(tasks: list[Any], suite: Suite, backend, renderer, store: RunStore, console: Console) -> None:
-    """Tasks driven by another harness (lm-eval) produce their own rows; skipped once stored."""
-    for task in tasks:
-        if task.is_complete(store.dir):
-            continue
-        rows = task.run_external(backend=backend, renderer=renderer, limit=None, seed=suite.seed, console=console)
-        store.append(rows)
-        task.write_aggregates(store.dir)
