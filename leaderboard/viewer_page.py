@@ -18,8 +18,8 @@ h1{font-size:1.4rem}#filters{display:flex;flex-wrap:wrap;gap:.75rem;align-items:
 label{font-size:.8rem;display:flex;flex-direction:column}.card{border:1px solid #d0d7de;border-radius:6px;
 margin:.75rem 0;padding:.5rem .75rem}.card.wrong{border-left:4px solid #cf222e}.card.right{border-left:4px solid #1a7f37}
 .head{font-weight:600}.meta,.metric,.note{color:#57606a;font-size:.85rem}pre{white-space:pre-wrap;word-break:break-word;
-margin:.25rem 0;font-size:.8rem;background:#f6f8fa;padding:.4rem}mark.gold{background:#fff3b0}mark.answer{background:#c8f0d0}
-mark.needle{background:#ffe8c2}mark.del{background:#ffd7d5}.gap{color:#57606a;font-style:italic}
+margin:.25rem 0;font-size:.8rem;background:#f6f8fa;padding:.4rem}mark.gold{background:#ffe14d;font-weight:600}mark.answer{background:#c8f0d0}
+mark.needle{background:#ffd8b0;outline:1px solid #f0a050}mark.del{background:#ffd7d5}.gap{color:#57606a;font-style:italic}
 .prompt-note{color:#9a6700}mark.ins{background:#c8f0d0}table{border-collapse:collapse;font-size:.85rem}
 th,td{border:1px solid #d0d7de;padding:.25rem .5rem;vertical-align:top;text-align:left}#diff{margin:1rem 0}
 details summary{cursor:pointer}
