@@ -72,7 +72,7 @@ def test_the_old_call_cache_format_is_read_by_the_same_keys(tmp_path, monkeypatc
 def test_the_old_judge_cache_format_is_read_with_its_refusals(tmp_path, monkeypatch):
     """A verdict cache written by JudgeCache: accepted verdicts come back, refused ones are counted and never read
     back as a verdict (a later accepted one of the same key is)."""
-    from ctxbench.tasks.judge_cache import judge_cache_file
+    from ctxbench.tasks.judge.cache import judge_cache_file
 
     monkeypatch.setenv("CTXBENCH_CACHE", str(tmp_path / "cache"))
     path = judge_cache_file("fixture-judge")
@@ -110,7 +110,7 @@ def _judge(tmp_path, **more):
 def test_hqa_synthesis_and_the_judge_call_models_through_the_one_client(tmp_path, monkeypatch, smol_tokenizer):
     from ctxbench.harness.core.prompting import PromptRenderer
     from ctxbench.harness.core.types import Sample
-    from ctxbench.tasks import judge as judge_module
+    from ctxbench.tasks.judge import task as judge_module
     from ctxbench.trainers.data import generator
     from ctxbench.trainers.hqa.generate import Generator
 

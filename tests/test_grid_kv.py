@@ -6,7 +6,7 @@ import os
 import pytest
 
 from ctxbench.harness.core import registry
-from ctxbench.tasks.kv import format_records
+from ctxbench.tasks.kv.task import format_records
 
 
 def _gen(name, gen_ctx, length, indices, **args):

@@ -13,7 +13,7 @@ import pytest
 from ctxbench.harness.core import registry
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.prompting import PromptRenderer
-from ctxbench.tasks.helmet_judged import OMITTED
+from ctxbench.tasks.helmet.judged import OMITTED
 
 OFFICIAL_ORDER = [3, 2, 5, 4]
 OFFICIAL_DEMOS = {3: [5, 2], 2: [5, 3], 5: [4, 2], 4: [5, 2]}

@@ -284,7 +284,7 @@ def test_the_runner_scores_thinking_rows_with_helmets_split(smol_tokenizer):
 def test_thinking_split_of_api_reasoning_and_channels():
     """An API's separate reasoning: the content is HELMET's output (an empty one is scored, not unfinished);
     gpt-oss channels, which HELMET does not parse, are split as everywhere else in ctxbench."""
-    from ctxbench.tasks.helmet_metrics import thinking_split
+    from ctxbench.tasks.helmet.metrics import thinking_split
 
     api = thinking_split("", cue="Answer:", api_reasoning="I thought")
     assert (api.answer, api.reasoning, api.finished, api.form) == ("Answer:", "I thought", True, "api")

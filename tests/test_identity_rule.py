@@ -180,7 +180,7 @@ def test_concurrency_and_tensor_parallel_no_longer_split_the_generator_cache():
 
 # --- the classification itself ------------------------------------------------------------------------------------------
 def config_models() -> list[type[BaseModel]]:
-    from ctxbench.tasks.judge import JudgeArgs, QAJudgeArgs
+    from ctxbench.tasks.judge.task import JudgeArgs, QAJudgeArgs
     from ctxbench.trainers.data.pack_config import SynthesisConfig
     from ctxbench.trainers.logo.data import LogoDataConfig
 
@@ -231,7 +231,7 @@ def test_content_hash_is_the_canonical_json_ids_were_hashed_in():
 
 
 def test_the_judge_declares_where_and_how_fast_it_is_reached_execution_only():
-    from ctxbench.tasks.judge import JudgeArgs
+    from ctxbench.tasks.judge.task import JudgeArgs
 
     assert execution_fields(JudgeArgs) == {"base_url", "api_key_env", "backend_args"}
 

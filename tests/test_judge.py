@@ -12,7 +12,7 @@ import pytest
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.run.judge_budget import JudgeBudget, JudgeCost, check_budget, parse_budget
-from ctxbench.tasks.judge import parsed_answer
+from ctxbench.tasks.judge.task import parsed_answer
 from tests.json_server import json_server
 
 JUDGE = f"judge-4o-{uuid.uuid4().hex[:8]}"  # the verdict cache is per judge model: a fresh name starts it empty
@@ -129,7 +129,7 @@ def test_judged_run_is_guarded_cached_and_resumable(ctxbench, tmp_path, fake_jud
 
 
 def test_summary_judge_scores_fluency_times_f1(ctxbench, tmp_path, fake_judge):
-    from ctxbench.tasks.judge_prompts import FLUENCY_BOOK, PRECISION_BOOK, RECALL_BOOK
+    from ctxbench.tasks.judge.prompts import FLUENCY_BOOK, PRECISION_BOOK, RECALL_BOOK
 
     data = tmp_path / "longbook_sum_eng.jsonl"
     data.write_text("\n".join(json.dumps({"id": i, "context": f"Book {i}. " + "The raft drifted down the river. " * 30, "input": "",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxbench.tasks.judge_verdicts import Refused, qa_score, qa_values, summary_score, summary_values
+from ctxbench.tasks.judge.verdicts import Refused, qa_score, qa_values, summary_score, summary_values
 
 # verdict -> HELMET's fluency x correctness (a number), or why it does not score it
 QA_OFFICIAL = [

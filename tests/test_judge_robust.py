@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ctxbench.harness.core.types import Sample
-from ctxbench.tasks.judge import MAX_CHARS_PER_TOKEN, within_budget
+from ctxbench.tasks.judge.task import MAX_CHARS_PER_TOKEN, within_budget
 from tests.test_judge import FakeJudge, suite_yaml
 
 

@@ -12,7 +12,7 @@ from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.prompting import PromptRenderer
 from ctxbench.tasks.length_bins import bin_edges, in_bin
-from ctxbench.tasks.mrcr import grade
+from ctxbench.tasks.mrcr.task import grade
 
 P = "aZ3kQ9"
 BODY = "A tapir dreams\nof rivers."

@@ -13,7 +13,7 @@ import pytest
 from ctxbench.harness.core import registry
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.prompting import PromptRenderer
-from ctxbench.tasks.nolima import character_at
+from ctxbench.tasks.nolima.task import character_at
 from tests.realdata.test_nolima import ENTRY, nolima_dir  # noqa: F401 - the fixture
 
 OFFICIAL_SYSTEM_PROMPT = "You are a helpful assistant"  # APIConnector.SYSTEM_PROMPT (openai, azure-openai, vllm, gemini)

@@ -2,7 +2,7 @@
 
 Every model call that ctxbench pays for outside a scored run goes through `CachedClient`: data synthesis (hqa's
 summaries and QAs, LOGO's replies and Quest's queries, by trainers/data/generator.py) and the LLM judge
-(tasks/judge.py). It sits below tasks and trainers and imports only the core, so both may use it.
+(tasks/judge/task.py). It sits below tasks and trainers and imports only the core, so both may use it.
 
 `KeyedCache` is the file: one JSON object per line with a `key`, appended and never rewritten. Every append takes
 the file's lock (`.<file>.lock` beside it), cuts a torn last line that a killed writer left, and appends whole lines, so any

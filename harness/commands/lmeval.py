@@ -53,7 +53,7 @@ def summary_table(run_dir: Path, *, title: str):
     """lm-eval's aggregates of a run: every group and task, metric value and lm-eval's stderr (×100)."""
     from rich.table import Table
 
-    from ctxbench.tasks.lmeval_results import read_aggregates
+    from ctxbench.tasks.lmeval.results import read_aggregates
 
     t = Table(title=title)
     for col, just in (("task", "left"), ("metric", "left"), ("value", "right"), ("± stderr", "right"), ("n", "right")):

@@ -5,7 +5,7 @@ A backend declares what it can do in `capabilities`; callers check the declarati
 - "loglikelihood": `loglikelihood(pairs)` and `loglikelihood_rolling(texts)`, as lm-eval's LM needs;
 - "chat": it sends the user text as a chat message (Request.user_text, answer_prefix) rather than the raw prompt;
 - "prompt_logprobs": `token_logprobs(requests: list[LogprobRequest]) -> list[TokenLogprobs]`: the log-probability
-  of every scored token of a window given the tokens before it (perplexity, tasks/ppl.py).
+  of every scored token of a window given the tokens before it (perplexity, tasks/ppl/task.py).
 """
 
 from __future__ import annotations

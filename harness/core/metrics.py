@@ -46,7 +46,7 @@ def metric_scale(name: str) -> MetricScale:
 
 @register("metric", "perplexity", scale="raw", higher_is_better=False)
 def perplexity(prediction: str, references: Sequence[str]) -> float:
-    """exp(mean token loss) of a document: scored from the model's log-probs (tasks/ppl.py), not from a prediction."""
+    """exp(mean token loss) of a document: scored from the model's log-probs (tasks/ppl/task.py), not from a prediction."""
     raise ValueError("perplexity is computed from log-probs (score_logprobs), not from a prediction")
 
 

@@ -106,5 +106,5 @@ def sample_row(task, s: Sample, p: Prediction, gen: Generation = Generation(), t
             **thinking,  # reasoning, reasoning_format, answer_tokens, failure (docs/thinking.md)
             **({"repeat": repeat} if gen.repeats > 1 else {}),  # which generation of the sample (--repeats)
             **({"over_budget": p.over_budget} if p.over_budget else {}),  # a server ignored max_tokens: cut to it
-            **judged,  # an LLM judge's model, version and verdict (tasks/judge.py)
+            **judged,  # an LLM judge's model, version and verdict (tasks/judge/task.py)
         })

@@ -1,4 +1,4 @@
-"""The cost guard of paid judge calls (tasks/judge.py): what a run will spend, said before it starts, and refused
+"""The cost guard of paid judge calls (tasks/judge/task.py): what a run will spend, said before it starts, and refused
 over `--judge-budget`.
 
 A task that pays per sample declares `paid_calls`: (calls, tokens at most) per scored sample. The plan step counts
@@ -9,7 +9,7 @@ written, a run that has judge calls and no `--judge-budget`, or more calls or to
 `--judge-budget` is a number of calls (`500`), or `calls=500`, `tokens=2M`, or both (`calls=500,tokens=2M`).
 
 The estimate is an upper bound only if the servers behave; the budget is also held against real use: the plan step
-hands every paid task one meter (tasks/judge_cache.py JudgeSpend) with the budget's limits, the tasks add the calls
+hands every paid task one meter (tasks/judge/cache.py JudgeSpend) with the budget's limits, the tasks add the calls
 and tokens the judge's server reports, and once real spending reaches a limit the run stops before the next paid
 call, as an interrupt does (the rows so far kept, a rerun resumes).
 """
@@ -89,7 +89,7 @@ def check_budget(cost: JudgeCost, budget: JudgeBudget | None) -> None:
     if over:
         raise ConfigError(f"--judge-budget: the run plans more than the budget ({'; '.join(over)}); raise the budget, or "
                           "score fewer samples (--samples, --lengths)")
-    from ctxbench.tasks.judge_cache import JudgeSpend
+    from ctxbench.tasks.judge.cache import JudgeSpend
 
     meter = JudgeSpend(calls_limit=budget.calls, tokens_limit=budget.tokens)
     for task in cost.tasks:

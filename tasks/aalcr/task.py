@@ -6,7 +6,7 @@ Items are the official rows (tasks/aalcr/items.py) with the official prompt, sen
 rendered prompt plus the answer budget, in (L/2, L]). Questions on one document set carry the set as their cluster,
 so intervals are cluster-robust and `--until` refuses the task.
 
-Scoring goes through ctxbench's opt-in judge (tasks/judge.py: named, versioned, its settings part of every verdict's
+Scoring goes through ctxbench's opt-in judge (tasks/judge/task.py: named, versioned, its settings part of every verdict's
 cache key, paid calls guarded by --judge-budget, a failed call an error row a rerun retries) with the official
 equality-check prompt and NeMo-Skills' reading of the verdict (tasks/aalcr/verdicts.py). The official protocol
 averages repeated generations (3 on the public board): `--repeats 3 --gen-kwargs temperature=...`, each repeat a row
@@ -30,8 +30,8 @@ from ctxbench.harness.core.types import Sample
 from ctxbench.tasks.aalcr import verdicts
 from ctxbench.tasks.aalcr.items import CSV_NAME, ZIP_NAME, AalcrItems, Documents, local_layout, read_questions
 from ctxbench.tasks.base import Task, TaskArgs
-from ctxbench.tasks.judge import Judged, within_budget
-from ctxbench.tasks.judge_cache import JudgeSpend
+from ctxbench.tasks.judge.cache import JudgeSpend
+from ctxbench.tasks.judge.task import Judged, within_budget
 from ctxbench.tasks.length_bins import bin_item, items_in_bin
 from ctxbench.tasks.realdata import hub_file
 

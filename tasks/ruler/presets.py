@@ -1,6 +1,6 @@
 """The 13 RULER presets by name (ruler/niah_single_1 ...), each a family (niah, vt, cwe, fwe, qa) with fixed defaults.
 
-Kept out of the package's __init__, so importing one family (ctxbench.tasks.kv imports niah) loads only that family,
+Kept out of the package's __init__, so importing one family (ctxbench.tasks.kv.task imports niah) loads only that family,
 and no module of the package imports its own package back (the registry imports this module on the first task lookup)."""
 
 from __future__ import annotations

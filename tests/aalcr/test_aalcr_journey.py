@@ -37,7 +37,7 @@ def checker(monkeypatch, tmp_path):
     judge = EqualityChecker()
     monkeypatch.setenv("OPENAI_BASE_URL", judge.url)
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    monkeypatch.setattr("ctxbench.tasks.judge.judge_cache_file", lambda model: tmp_path / "verdicts.jsonl")
+    monkeypatch.setattr("ctxbench.tasks.judge.task.judge_cache_file", lambda model: tmp_path / "verdicts.jsonl")
     yield judge
     judge.server.shutdown()
 

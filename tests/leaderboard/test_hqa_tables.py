@@ -13,7 +13,7 @@ from ctxbench.harness.core.config import CONFIG_ROOT
 from ctxbench.leaderboard.aggregate import length_averages
 from ctxbench.leaderboard.reported import import_reported_csv
 from ctxbench.leaderboard.store_frame import reported_frame
-from ctxbench.tasks.infinitebench import SPEC as INFINITEBENCH
+from ctxbench.tasks.infinitebench.task import SPEC as INFINITEBENCH
 
 TABLES = [CONFIG_ROOT / "reported" / f"hqa-table{i}.csv" for i in (1, 2, 3)]
 # Table 1's printed "Average" row (InfiniteBench, 8 tasks), per model as the CSV names them

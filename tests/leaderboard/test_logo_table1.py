@@ -9,7 +9,7 @@ from ctxbench.harness.core.config import CONFIG_ROOT
 from ctxbench.leaderboard.aggregate import length_averages
 from ctxbench.leaderboard.reported import import_reported_csv
 from ctxbench.leaderboard.store_frame import REPORTED_DIR, reported_frame
-from ctxbench.tasks.longbench import SPEC
+from ctxbench.tasks.longbench.task import SPEC
 
 CSV = CONFIG_ROOT / "reported" / "logo-table1.csv"
 

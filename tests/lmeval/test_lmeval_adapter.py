@@ -24,7 +24,7 @@ def test_rolling_windows_are_lm_evals():
 def test_generate_until_cuts_at_stop_sequences(make_stub):
     from lm_eval.api.instance import Instance
 
-    from ctxbench.tasks.lmeval_adapter import CtxbenchLM
+    from ctxbench.tasks.lmeval.adapter import CtxbenchLM
 
     backend = make_stub(lambda prompt: " 42\n\nQuestion: next")
     lm = CtxbenchLM(backend)
@@ -39,7 +39,7 @@ def test_loglikelihood_needs_a_scoring_backend(make_stub, smol_tokenizer):
     from lm_eval.api.instance import Instance
 
     from ctxbench.harness.core.errors import ConfigError
-    from ctxbench.tasks.lmeval_adapter import CtxbenchLM
+    from ctxbench.tasks.lmeval.adapter import CtxbenchLM
 
     req = [Instance("loglikelihood", {}, ("Answer:", " A"), 0)]
     assert CtxbenchLM(make_stub()).loglikelihood(req) == [(0.0, True)]
@@ -67,7 +67,7 @@ def test_lmeval_tasks_are_registered_with_strict_args():
 
 def test_unknown_lmeval_task_is_a_config_error(make_stub, tiny_mmlu):
     from ctxbench.harness.core.errors import ConfigError
-    from ctxbench.tasks.lmeval_adapter import evaluate
+    from ctxbench.tasks.lmeval.adapter import evaluate
 
     with pytest.raises(ConfigError, match="mmlu_astronomy"):
         evaluate(make_stub(), ["mmlu_astronomyy"], include_path=str(tiny_mmlu), include_defaults=False)
@@ -75,8 +75,8 @@ def test_unknown_lmeval_task_is_a_config_error(make_stub, tiny_mmlu):
 
 def test_tiny_mmlu_rows_categories_and_stderr(make_stub, tiny_mmlu_paths, tmp_path):
     """lm-eval's real MMLU groups over local subjects; the stub always answers A."""
-    from ctxbench.tasks.lmeval import LMEvalArgs, LMEvalTask
-    from ctxbench.tasks.lmeval_results import read_aggregates, write_aggregates
+    from ctxbench.tasks.lmeval.results import read_aggregates, write_aggregates
+    from ctxbench.tasks.lmeval.task import LMEvalArgs, LMEvalTask
 
     task = LMEvalTask("lmeval/mmlu", LMEvalArgs(include_path=tiny_mmlu_paths, builtin_tasks=False))
     rows = task.run_external(backend=make_stub(), renderer=None, limit=None, seed=1, console=None)

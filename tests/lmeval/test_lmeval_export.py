@@ -59,7 +59,7 @@ def test_exported_tasks_use_our_samples_and_score_qa_any_of(tmp_path, make_stub,
     from ctxbench.harness.core.context import GenContext
     from ctxbench.harness.core.metrics import string_match_all
     from ctxbench.harness.core.prompting import PromptRenderer
-    from ctxbench.tasks.lmeval_adapter import evaluate
+    from ctxbench.tasks.lmeval.adapter import evaluate
 
     monkeypatch.setenv("CTXBENCH_CACHE", str(tmp_path / "cache"))  # generated from scratch, in lm-eval's task order
     monkeypatch.setenv("CTXBENCH_DATA_DIR", str(data_dir))

@@ -38,7 +38,7 @@ def test_adapter_loglikelihood_matches_transformers(smol_backend):
     import transformers
     from lm_eval.api.instance import Instance
 
-    from ctxbench.tasks.lmeval_adapter import CtxbenchLM
+    from ctxbench.tasks.lmeval.adapter import CtxbenchLM
 
     model = smol_backend.model  # the raw transformers model (float32); tokenizer loaded afresh
     tok = transformers.AutoTokenizer.from_pretrained(smol_backend.path)

@@ -10,7 +10,7 @@ from ctxbench.harness.core import registry
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.prompting import PromptRenderer
-from ctxbench.tasks.babilong import LABELS, label_correct, split_for
+from ctxbench.tasks.babilong.task import LABELS, label_correct, split_for
 
 # (task, target, model output, question, the official compare_answers verdict): each one a naive
 # "target in output" or "output == target" check gets wrong.

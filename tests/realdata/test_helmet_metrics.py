@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from ctxbench.tasks.helmet import draw_items, first_per_key, hf_shuffled
-from ctxbench.tasks.helmet_icl import balance_labels
-from ctxbench.tasks.helmet_metrics import label_em, ndcg_at, parse_rankings, rerank_ndcg, substring_em
+from ctxbench.tasks.helmet.icl import balance_labels
+from ctxbench.tasks.helmet.metrics import label_em, ndcg_at, parse_rankings, rerank_ndcg, substring_em
+from ctxbench.tasks.helmet.task import draw_items, first_per_key, hf_shuffled
 
 L3 = math.log2(3)
 

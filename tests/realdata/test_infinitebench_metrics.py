@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ctxbench.harness.core import registry
-from ctxbench.tasks.infinitebench_metrics import get_score_one
+from ctxbench.tasks.infinitebench.metrics import get_score_one
 
 
 def s(pred, label, task):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ctxbench.harness.core import registry
-from ctxbench.tasks.longbench_metrics import (
+from ctxbench.tasks.longbench.metrics import (
     best,
     classification,
     code_sim,

@@ -12,7 +12,7 @@ from ctxbench.harness.core import registry
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.prompting import PromptRenderer
-from ctxbench.tasks.nolima import build_tests, character_at, nolima_contains
+from ctxbench.tasks.nolima.task import build_tests, character_at, nolima_contains
 
 CONTAINS = [
     ("Yuki", ["Yuki"], 1.0),

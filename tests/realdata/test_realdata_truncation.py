@@ -9,7 +9,7 @@ import pytest
 
 from ctxbench.harness.core import registry
 from ctxbench.harness.core.prompting import PromptRenderer
-from ctxbench.tasks.longbench import PROMPTS
+from ctxbench.tasks.longbench.task import PROMPTS
 
 QUESTION = "Which startup did the essay mention first?"
 

@@ -73,7 +73,7 @@ class LMEvalTask(Task):
 
     def is_complete(self, run_dir: str | Path) -> bool:
         """Whether a run already holds this task's lm-eval results (a rerun skips it)."""
-        from ctxbench.tasks.lmeval_results import completed
+        from ctxbench.tasks.lmeval.results import completed
 
         return self.name in completed(run_dir)
 
@@ -91,8 +91,8 @@ class LMEvalTask(Task):
         prompt when args.apply_chat_template is on. Afterwards ``self.last_results`` holds lm-eval's results
         (without the samples), for ``write_aggregates(run_dir)``.
         """
-        from ctxbench.tasks import lmeval_adapter as lx
-        from ctxbench.tasks.lmeval_results import sample_rows
+        from ctxbench.tasks.lmeval import adapter as lx
+        from ctxbench.tasks.lmeval.results import sample_rows
 
         a = self.args
         lim = a.limit if a.limit is not None else limit
@@ -126,7 +126,7 @@ class LMEvalTask(Task):
     def write_aggregates(self, run_dir: str | Path, results: dict[str, Any] | None = None) -> Path:
         """Write lm-eval's aggregates (default: the last run's) to ``<run_dir>/lmeval_results.json``, under this
         task's name, beside other tasks' entries."""
-        from ctxbench.tasks.lmeval_results import write_aggregates
+        from ctxbench.tasks.lmeval.results import write_aggregates
 
         results = self.last_results if results is None else results
         if results is None:

@@ -23,7 +23,7 @@ from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Sample
-from ctxbench.tasks.infinitebench_metrics import get_score_one
+from ctxbench.tasks.infinitebench.metrics import get_score_one
 from ctxbench.tasks.realdata import RealArgs, RealDataTask, fit_context, hub_file, read_records, split_template
 
 HUB = "xinrongzhang2022/InfiniteBench"

@@ -1,7 +1,7 @@
 """The opt-in LLM judge (`judge/qa`, `judge/summary`): another task's samples, scored by a model behind an
 OpenAI-compatible API with HELMET's model-based protocols (Yen et al. 2025, princeton-nlp/HELMET at 4526dfb):
 long-document QA (scripts/eval_gpt4_longqa.py) and summarisation (scripts/eval_gpt4_summ.py: fluency x F1 of
-key-point recall and sentence precision, three calls per sample; its prompts are in tasks/judge_prompts.py).
+key-point recall and sentence precision, three calls per sample; its prompts are in tasks/judge/prompts.py).
 
 `judge/qa` wraps a task (e.g. `longbench/narrativeqa`, `infinitebench/en_qa`): the same prompts, samples and model
 answers; only the score differs. The answer is cut as HELMET cuts it (newlines to spaces, the text after "Answer:"
@@ -10,12 +10,12 @@ correctness; the sample's score is fluency x correctness / 3 (HELMET averages fl
 
 The judge runs with HELMET's settings (temperature 0.1, top_p 0.9, seed 42, 2,048 tokens for QA and 4,096 for a
 summary, no system message); they are task arguments, so part of the run's identity and of every verdict's cache
-key. Verdicts are read and scored as HELMET's scripts do (tasks/judge_verdicts.py): every verdict they score is
+key. Verdicts are read and scored as HELMET's scripts do (tasks/judge/verdicts.py): every verdict they score is
 scored the same, out-of-rubric values flagged in the row's `judge` field; a row's score is that number clipped to
 the board's 0..1 scale, the unclipped one kept as `judge.official_score`.
 
 Paid calls are guarded (harness/run/judge_budget.py: planned calls and tokens printed, `--judge-budget` enforced before the run
-and against real use while it goes, tasks/judge_cache.py), cached (keyed by the judge, its settings and the exact
+and against real use while it goes, tasks/judge/cache.py), cached (keyed by the judge, its settings and the exact
 prompt: a rerun, a resume or a --fresh re-score never pays twice for a verdict) and resumable: a judge that fails
 (unreachable, refused credentials, HTTP error, a prompt over its context, a verdict HELMET would not score) makes
 the sample an error row that a rerun retries, never a 0 and never a stopped run. An answer far over its token
@@ -37,10 +37,10 @@ from ctxbench.harness.core.errors import ConfigError, CtxbenchError
 from ctxbench.harness.core.identity import EXECUTION
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Request, Sample
-from ctxbench.tasks import judge_verdicts as verdicts
 from ctxbench.tasks.base import Task, TaskArgs
-from ctxbench.tasks.judge_cache import JudgeSpend, judge_cache_file, verdict_key
-from ctxbench.tasks.judge_verdicts import Refused
+from ctxbench.tasks.judge import verdicts
+from ctxbench.tasks.judge.cache import JudgeSpend, judge_cache_file, verdict_key
+from ctxbench.tasks.judge.verdicts import Refused
 
 # HELMET's QA judge prompt (scripts/eval_gpt4_longqa.py, MIT licence), verbatim; its own prompts credit
 # https://www.databricks.com/blog/LLM-auto-eval-best-practices-RAG

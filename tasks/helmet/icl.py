@@ -1,5 +1,5 @@
 """HELMET's many-label in-context learning (`icl/trec_coarse`, `icl/trec_fine`, `icl/banking77`, `icl/clinic150`,
-`icl/nlu`), beside SPLICE's `icl/trec` and `icl/dbpedia` (tasks/icl.py), whose protocol differs.
+`icl/nlu`), beside SPLICE's `icl/trec` and `icl/dbpedia` (tasks/icl/task.py), whose protocol differs.
 
 HELMET (data.py load_icl, configs/icl*.yaml): labels are mapped to integers by a per-item random permutation, so
 the model must learn the mapping from the demonstrations; each test item gets its own label-balanced
@@ -7,7 +7,7 @@ demonstrations, drawn by a seed from the item's text; the demonstration count is
 400/800/1600/3300/6600 at 8K/16K/32K/64K/128K, and so on below); 500 test items, label-balanced, where the test
 split is larger; no chat template; 20 new tokens; score, as HELMET's eval.py runs it: "label:" put before the
 output, then the value after the first "label:" equals the item's integer label (exact match after SQuAD
-normalization); no newline cut unless `stop_newline: true` (tasks/helmet_metrics.py). A prompt too long for its
+normalization); no newline cut unless `stop_newline: true` (tasks/helmet/metrics.py). A prompt too long for its
 length loses the end of its demonstrations, as HELMET truncates.
 
 Licences: TREC (CogComp/trec: public research data, no stated licence), Banking77 CC BY 4.0, CLINC150 CC BY 3.0,
@@ -29,9 +29,9 @@ from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Sample
 from ctxbench.tasks.base import Task, TaskArgs
-from ctxbench.tasks.helmet import STOP_NEWLINE_HELP, HelmetScoring, hf_shuffled, thinking_meta
-from ctxbench.tasks.helmet_metrics import label_em
-from ctxbench.tasks.icl import _read_split
+from ctxbench.tasks.helmet.metrics import label_em
+from ctxbench.tasks.helmet.task import STOP_NEWLINE_HELP, HelmetScoring, hf_shuffled, thinking_meta
+from ctxbench.tasks.icl.task import _read_split
 from ctxbench.tasks.realdata import fit_context, head_cut, hub_dataset, local_file, renderer_for
 
 LENGTHS = (8192, 16384, 32768, 65536, 131072)

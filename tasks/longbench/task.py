@@ -21,7 +21,7 @@ from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import OfflineError
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Sample
-from ctxbench.tasks.longbench_metrics import best
+from ctxbench.tasks.longbench.metrics import best
 from ctxbench.tasks.realdata import (
     RealArgs,
     RealDataTask,

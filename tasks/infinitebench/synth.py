@@ -5,7 +5,7 @@ with exact piece counts (harness.fitting): passkey and number_string hide one se
 the noise "The grass is green. ... There and back again." (passkey: 5 random digits; number_string:
 10 digits, 5 of them repeats); kv_retrieval is one line of JSON with UUID pairs and asks for one
 key's value. A sample's index picks the needle position: positions[index % len(positions)].
-Prompts, generation lengths and scoring are those of the official tasks (tasks/infinitebench.py).
+Prompts, generation lengths and scoring are those of the official tasks (tasks/infinitebench/task.py).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from ctxbench.harness.core.fitting import Fitted, fit_units
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Sample
 from ctxbench.tasks.base import Task, TaskArgs
-from ctxbench.tasks.infinitebench import SPEC, TEMPLATES
-from ctxbench.tasks.infinitebench_metrics import get_score_one
-from ctxbench.tasks.kv import random_uuid
+from ctxbench.tasks.infinitebench.metrics import get_score_one
+from ctxbench.tasks.infinitebench.task import SPEC, TEMPLATES
+from ctxbench.tasks.kv.task import random_uuid
 from ctxbench.tasks.realdata import split_template
 
 NOISE_LINE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.\n"

@@ -1,6 +1,6 @@
 """HELMET's judge-free categories (Yen et al. 2025, princeton-nlp/HELMET): retrieval-augmented QA (`helmet/rag_nq`,
 `helmet/rag_triviaqa`, `helmet/rag_hotpotqa`, `helmet/rag_popqa`) and passage re-ranking (`helmet/rerank_msmarco`).
-In-context learning is in tasks/helmet_icl.py.
+In-context learning is in tasks/helmet/icl.py.
 
 HELMET's own files (data.tar.gz of the princeton-nlp/HELMET hub dataset, data/kilt and data/msmarco) hold, per
 length, a question with k retrieved passages: RAG k = 50/105/220/440/1000 and re-rank k = 50/130/285/600/1000 at
@@ -8,7 +8,7 @@ length, a question with k retrieved passages: RAG k = 50/105/220/440/1000 and re
 As HELMET: 100 test items drawn with random.seed(42) from the sorted question keys (file order kept), 2
 demonstrations per item drawn by a per-question seed, no chat template, 20 (re-rank: 200) new tokens, the end
 of the passages cut when the prompt is too long.
-Scores, as HELMET's eval.py runs them (tasks/helmet_metrics.py): the prompt's answer cue put before the output, no
+Scores, as HELMET's eval.py runs them (tasks/helmet/metrics.py): the prompt's answer cue put before the output, no
 newline cut (HELMET's configs ask for one under a key its parser never reads; `stop_newline: true` gives it), in
 thinking mode the text after the last </think>. RAG substring exact match; re-rank NDCG@10 of the parsed ranking.
 
@@ -34,7 +34,7 @@ from ctxbench.harness.core.reasoning import Split
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Sample
 from ctxbench.tasks.base import Task, TaskArgs
-from ctxbench.tasks.helmet_metrics import helmet_output, rerank_ndcg, substring_em, thinking_split
+from ctxbench.tasks.helmet.metrics import helmet_output, rerank_ndcg, substring_em, thinking_split
 from ctxbench.tasks.realdata import fit_context, head_cut, hub_file, read_records, renderer_for
 
 HUB = "princeton-nlp/HELMET"

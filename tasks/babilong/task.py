@@ -4,7 +4,7 @@ The data is a fixed item set per nominal length: the hub dataset's configs are t
 "2k", "4k" ... "128k", "256k", "512k", "1M", "10M") and its splits the tasks (qa1 ... qa20). A sample of
 length L reads the largest official split whose nominal size is at most L (4096 -> "4k", 1000000 -> "1M";
 under 1000 -> "0k"), or the split given as `split`. Its prompt is the official default one (instruction,
-examples, post-prompt, then "<context>...</context>" and the question; tasks/babilong_prompts.py), rendered
+examples, post-prompt, then "<context>...</context>" and the question; tasks/babilong/prompts.py), rendered
 with the suite's template; 20 new tokens, as the official run script. The nominal sizes are GPT-2 tokens
 of the whole prompt (data/create_tasks.py builds "4k" as 4000 - 300 tokens of context, 300 for the prompt):
 when the scored model's tokenizer makes a prompt too long for its length, the background text is cut in the
@@ -36,7 +36,7 @@ from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Sample
-from ctxbench.tasks.babilong_prompts import PROMPTS
+from ctxbench.tasks.babilong.prompts import PROMPTS
 from ctxbench.tasks.base import Task, TaskArgs
 from ctxbench.tasks.length_bins import items_in_bin
 from ctxbench.tasks.realdata import fit_context, hub_dataset, read_records

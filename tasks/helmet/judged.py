@@ -1,6 +1,6 @@
 """HELMET's own judged summarisation items (`helmet/infbench_sum`; princeton-nlp/HELMET at 4526dfb, data.py
 load_infbench and configs/summ.yaml): InfiniteBench's longbook_sum_eng books as HELMET builds them, to be scored by
-its LLM judge (`judge/summary` with `task: helmet/infbench_sum`, tasks/judge_summary.py).
+its LLM judge (`judge/summary` with `task: helmet/infbench_sum`, tasks/judge/summary.py).
 
 As HELMET: the test items are the first `limit` (100) of the books shuffled as `datasets.Dataset.shuffle(seed=42)`
 shuffles them; each prompt has 2 demonstrations, drawn from the other books by the same shuffle of the rest
@@ -22,7 +22,7 @@ from pydantic import Field
 from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Sample
-from ctxbench.tasks.helmet import hf_shuffled
+from ctxbench.tasks.helmet.task import hf_shuffled
 from ctxbench.tasks.realdata import RealArgs, RealDataTask, fit_context, head_cut, hub_file, read_records, renderer_for
 
 HUB = "xinrongzhang2022/InfiniteBench"
@@ -93,7 +93,7 @@ class HelmetInfbenchSum(RealDataTask):
                                 answers=[str(a) for a in answers], meta=meta)
 
     def score(self, prediction: str, sample: Sample) -> float:
-        from ctxbench.tasks.infinitebench_metrics import get_score_one
+        from ctxbench.tasks.infinitebench.metrics import get_score_one
 
         return get_score_one(prediction, list(sample.answers), "longbook_sum_eng")
 

@@ -4,7 +4,7 @@
   ctxbench backend. Log-likelihoods need a backend with ``loglikelihood``/``loglikelihood_rolling`` (hf has them);
   generation works with every backend.
 * ``evaluate``: run lm-eval tasks (``lm_eval.simple_evaluate``, samples logged) through a backend.
-Reading its results back (store rows, aggregates) is tasks/lmeval_results.py.
+Reading its results back (store rows, aggregates) is tasks/lmeval/results.py.
 
 Importing this module is cheap: lm_eval is imported only when used (``CtxbenchLM`` is built on first access).
 """

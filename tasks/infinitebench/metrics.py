@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxbench.harness.core.registry import register
-from ctxbench.tasks.longbench_metrics import f1_tokens, normalize_answer, normalize_zh_answer
+from ctxbench.tasks.longbench.metrics import f1_tokens, normalize_answer, normalize_zh_answer
 
 _KV_PUNCT = ["\n", ":", '"', "'", ".", ",", "?", "!", "{", "}"]
 

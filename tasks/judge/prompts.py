@@ -2,7 +2,7 @@
 Copyright (c) 2024 Princeton Natural Language Processing), verbatim: fluency, key-point recall and precision, for legal
 case summaries (Multi-LexSum) and, with _BOOK, for novels (InfiniteBench longbook_sum_eng). Each is a str.format
 template; HELMET credits https://www.databricks.com/blog/LLM-auto-eval-best-practices-RAG for them. Data, not code:
-tasks/judge.py is the protocol."""
+tasks/judge/task.py is the protocol."""
 
 # ruff: noqa: E501
 

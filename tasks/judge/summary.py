@@ -1,7 +1,7 @@
 """HELMET's summarisation judge (`judge/summary`; princeton-nlp/HELMET at 4526dfb, scripts/eval_gpt4_summ.py): three
-calls per sample with its prompts (tasks/judge_prompts.py) for fluency, key points recalled and supported sentences;
+calls per sample with its prompts (tasks/judge/prompts.py) for fluency, key points recalled and supported sentences;
 the score is fluency x F1 of recall (found / key points) and precision (supported / sentences), uncapped as HELMET
-computes it (tasks/judge_verdicts.py), flagged where a count lies outside its range."""
+computes it (tasks/judge/verdicts.py), flagged where a count lies outside its range."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from ctxbench.harness.core.context import GenContext
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.registry import register
 from ctxbench.harness.core.types import Sample
-from ctxbench.tasks import judge_prompts as prompts
-from ctxbench.tasks import judge_verdicts as verdicts
-from ctxbench.tasks.judge import JudgeArgs, Judged, within_budget
+from ctxbench.tasks.judge import prompts, verdicts
+from ctxbench.tasks.judge.task import JudgeArgs, Judged, within_budget
 
 
 class SummaryJudgeArgs(JudgeArgs):

@@ -1,0 +1,2 @@
+"""NoLiMa (`nolima/needles`, `nolima/hard`): needles with no literal overlap with their question: task.py.
+"""

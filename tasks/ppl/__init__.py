@@ -1,0 +1,2 @@
+"""Long-context perplexity (`ppl/full`, `ppl/sliding`): task.py.
+"""
