@@ -98,6 +98,27 @@ def smol_without_weights():
 
 
 @pytest.fixture(scope="session")
+def plugin_site(tmp_path_factory) -> Path:
+    """docs/examples/ctxbench-plugin-example installed (pip --target) into a directory to put on PYTHONPATH, once per
+    test run (also under pytest -n): the docs examples and the synthesis journeys share it. Installed from a copy of
+    the source, so no build files land in docs/."""
+    import shutil
+    import subprocess
+    import sys
+
+    def install(root: Path) -> str:
+        shutil.copytree(REPO / "docs" / "examples" / "ctxbench-plugin-example", root / "src",
+                        ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                               "--disable-pip-version-check", "--target", str(root / "site"), str(root / "src")],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return str(root / "site")
+
+    return Path(built_once(tmp_path_factory, "plugin-site", install))
+
+
+@pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO
 

@@ -3,7 +3,8 @@
 Convention (CONTRIBUTING.md): in docs/*.md, a line `<!-- run -->` right before a fenced block makes it a runnable
 bash block; `<!-- file: NAME -->` before a fenced block writes its content to NAME first; `<!-- output -->` before a
 fenced block right after a runnable one is that block's expected stdout. The blocks of one page run in order, in one
-temporary directory, with the plugin example installed (pip --target, on PYTHONPATH; the environment is untouched)
+temporary directory, with the plugin example installed (pip --target, on PYTHONPATH; the environment is untouched;
+once per test run: tests/conftest.py's plugin_site)
 and CTXBENCH_DATA_DIR set to ../shared/data. `CTXBENCH_DOCS_UPDATE=1 pytest tests/test_docs_examples.py` rewrites
 the expected outputs from the run.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,7 +22,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
-PLUGIN = DOCS / "examples" / "ctxbench-plugin-example"
 MARKER = re.compile(r"^<!-- (run|output|file: (\S+)) -->\n(```+)[^\n]*\n(.*?)^\3[ \t]*$", re.M | re.S)
 RUN_ID = re.compile(r"(runs/[\w.-]+?-)[0-9a-f]{8}\b")
 RULE = re.compile(r"([━─═])\1+")  # a table rule's length follows the column widths
@@ -50,18 +49,6 @@ def normalise(text: str) -> str:
     table padding and rule widths follow the terminal, so neither is compared."""
     lines = [" ".join(RULE.sub(r"\1", RUN_ID.sub(r"\1<hash>", line)).split()) for line in text.strip("\n").splitlines()]
     return "\n".join(lines)
-
-
-@pytest.fixture(scope="module")
-def plugin_site(tmp_path_factory) -> Path:
-    """The plugin example installed into its own directory (a copy of the source, so no build files land in docs/)."""
-    root = tmp_path_factory.mktemp("plugin")
-    shutil.copytree(PLUGIN, root / "src", ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                           "--disable-pip-version-check", "--target", str(root / "site"), str(root / "src")],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return root / "site"
 
 
 def user_env(site: Path) -> dict[str, str]:

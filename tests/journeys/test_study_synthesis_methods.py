@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_docs_examples import plugin_site  # noqa: F401 - the plugin example installed once (pip --target)
-
 from .test_study_journeys import STUDY as TINY_STUDY
 
 STUDY = """name: st
@@ -50,7 +48,7 @@ PLUGIN_STUDY = TINY_STUDY.replace("name: tiny", "name: heads").replace("referenc
 
 
 @pytest.fixture(scope="module")
-def plugin_env(plugin_site: Path) -> dict[str, str]:  # noqa: F811
+def plugin_env(plugin_site: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(filter(None, [str(plugin_site), os.environ.get("PYTHONPATH", "")]))}
 
 

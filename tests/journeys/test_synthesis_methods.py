@@ -13,11 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_docs_examples import plugin_site  # noqa: F401 - the plugin example installed once (pip --target)
-
 
 @pytest.fixture(scope="module")
-def plugin_env(plugin_site: Path) -> dict[str, str]:  # noqa: F811
+def plugin_env(plugin_site: Path) -> dict[str, str]:
     """A user's environment with the plugin example installed (its directory on PYTHONPATH)."""
     return {"PYTHONPATH": os.pathsep.join(filter(None, [str(plugin_site), os.environ.get("PYTHONPATH", "")]))}
 
