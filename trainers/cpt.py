@@ -257,8 +257,9 @@ class CPTTrainer(HFTrainer):
 
         raw = dict(d.synthesis)
         out = Path(str(raw.get("out_dir", "packed")))
-        if isinstance(raw.get("corpus"), dict):  # 'stdlib:' corpora are copied next to the packed data
-            raw["corpus"] = resolve_corpus(raw["corpus"], out.parent)
+        for key in ("corpus", "mix_corpus"):  # 'stdlib:' corpora are copied next to the packed data
+            if isinstance(raw.get(key), dict):
+                raw[key] = resolve_corpus(raw[key], out.parent)
         try:
             cfg = SynthesisConfig(**raw)
         except ValidationError as e:
