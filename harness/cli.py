@@ -13,21 +13,57 @@ from typing import Optional
 
 import typer
 
+from ctxbench.harness import cli_score
 from ctxbench.harness.cli_backend_help import BackendHelpCommand
 from ctxbench.harness.cli_common import (
     _data_dir,
     _ints,
     _kv,
     err,
-    lmeval_model,
-    log_samples_note,
     out,
     writable_dir,
 )
-from ctxbench.harness.cli_generation import generation as protocol
+from ctxbench.harness.cli_score import (
+    AlphaOpt,
+    BackendArgOpt,
+    BackendOpt,
+    BatchSizeOpt,
+    DataDirOpt,
+    DeviceOpt,
+    DtypeOpt,
+    FreshOpt,
+    GenKwargsOpt,
+    JudgeBudgetOpt,
+    LabelOpt,
+    LengthsOpt,
+    LogSamplesOpt,
+    MaxCostOpt,
+    MaxThinkingTokensOpt,
+    MaxTokensOpt,
+    ModelArgsOpt,
+    ModelOpt,
+    NumFewshotOpt,
+    OutputPathOpt,
+    PricesOpt,
+    RepeatsOpt,
+    RopeScalingOpt,
+    SamplesOpt,
+    SeedOpt,
+    ShardOpt,
+    StoreDirOpt,
+    SuiteOpt,
+    SystemPromptOpt,
+    TasksOpt,
+    TemplateOpt,
+    ThinkingOpt,
+    ThreadsOpt,
+    ThresholdOpt,
+    TruncationOpt,
+    UntilOpt,
+    VsOpt,
+)
 from ctxbench.harness.core.errors import (
     DISK_ERRORS,
-    EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     ConfigError,
@@ -59,200 +95,46 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 @app.command(cls=BackendHelpCommand)
 def score(
-    model: Optional[str] = typer.Option(None, help="alias, local HF dir, .gguf file or hub id (default smollm2-135m)"),
-    suite: Optional[str] = typer.Option(None, help="shipped suite name (see `ctxbench suites`) or a YAML path "
-                                        "(default ruler-quick; --tasks without --suite: an ad-hoc suite of those tasks)"),
-    lengths: Optional[str] = typer.Option(None, help="override the suite's lengths, e.g. 1024,2048 or 4k,8k (ad-hoc: 4k)"),
-    samples: Optional[int] = typer.Option(None, help="override samples per task and length (ad-hoc: 10); real-data "
-                                          "tasks (LongBench, judge/qa) score their first N records"),
-    tasks: Optional[str] = typer.Option(None, help="comma-separated task names or globs: the suite's to keep, e.g. "
-                                        "'ruler/niah*', or without --suite the registered tasks to score (`ctxbench tasks`)"),
-    store_dir: Optional[Path] = typer.Option(None, "--store", help="results store directory (default runs)"),
-    backend: Optional[str] = typer.Option(None, help="backend, hf by default; `ctxbench backends` lists each with its "
-                                          "arguments (lmeval:<type> for any lm-eval model type)"),
-    backend_arg: list[str] = typer.Option([], "--backend-arg", help="KEY=VALUE passed to the backend (repeatable)"),
-    dtype: Optional[str] = typer.Option(None, help="model dtype (backend arg dtype), e.g. bfloat16, float32"),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", "--batch_size", help="requests per batch (backend arg batch_size)"),
-    device: Optional[str] = typer.Option(None, help="device (backend arg device), e.g. cpu, cuda, cuda:1"),
-    threads: Optional[int] = typer.Option(None, help="torch CPU threads (backend arg threads)"),
-    template: Optional[str] = typer.Option(None, help="auto, chat, or a plain template for base models"),
-    truncation: Optional[str] = typer.Option(None, help="refuse (default) or middle"),
-    seed: Optional[int] = typer.Option(None, help="override the suite's seed"),
-    data_dir: Optional[Path] = typer.Option(None, help="local data (pg_essays/, squad/, hotpotqa/); env CTXBENCH_DATA_DIR"),
-    fresh: bool = typer.Option(False, help="discard earlier results of this run and start over"),
-    label: Optional[str] = typer.Option(None, help="display name on leaderboards (default: the model); control "
-                                         "characters are kept as visible escapes (\\x1b)"),
-    judge_budget: Optional[str] = typer.Option(None, "--judge-budget", help="LLM-judge tasks (judge/*): the paid judge "
-                                               "calls allowed, N or calls=N,tokens=N; a run over it is refused before it starts"),
-    prices: Optional[Path] = typer.Option(None, "--prices", help="price table YAML (USD per million input, cached-input "
-                                          "and output tokens, dated; default the shipped examples configs/prices.yaml)"),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="ceiling in USD for the whole run (rows already "
-                                             "stored count): refused before it starts when the plan's estimate exceeds "
-                                             "it, stopped resumably when real spending reaches it"),
-    max_tokens: Optional[str] = typer.Option(None, "--max-tokens", help="ceiling in prompt + generated tokens for the "
-                                             "whole run (e.g. 2M), held like --max-cost"),
-    rope_scaling: Optional[str] = typer.Option(None, help="zero-shot context extension TYPE:FACTOR (linear, dynamic, yarn, llama3)"),
-    shard: Optional[str] = typer.Option(None, help="score part i of n (e.g. 0/4); parts share one run directory"),
-    model_args: Optional[str] = typer.Option(None, "--model_args", "--model-args", help="lm-eval's K=V,K=V: pretrained= is "
-                                             "the model (then --model hf|vllm is the backend), the rest backend args"),
-    output_path: Optional[Path] = typer.Option(None, "--output_path", "--output-path", help="lm-eval's spelling of --store"),
-    num_fewshot: Optional[int] = typer.Option(None, "--num_fewshot", "--num-fewshot", help="few-shot examples, for the "
-                                              "tasks with a num_fewshot argument (ruler/cwe, lmeval/*)"),
-    gen_kwargs: list[str] = typer.Option([], "--gen-kwargs", "--gen_kwargs", help="sampling K=V,...: temperature, "
-                                         "top_p, top_k, seed (default greedy, as RULER decodes); repeatable"),
-    repeats: int = typer.Option(1, help="generations per sample (with --gen-kwargs sampling); a cell averages each "
-                                "sample's repeats first"),
-    log_samples: bool = typer.Option(False, "--log_samples", "--log-samples", help="accepted for lm-eval users; ctxbench "
-                                     "always logs every sample (samples.jsonl)"),
-    system_prompt: Optional[str] = typer.Option(None, "--system-prompt", "--system_instruction", "--system-instruction",
-                                                help="a system turn before every prompt (its tokens count in each length)"),
-    thinking: str = typer.Option("off", help="reasoning models: on (no answer prefix, a thinking budget, reasoning "
-                                 "stripped before scoring and stored), off, or auto (on where the chat template has a "
-                                 "thinking switch); see docs/thinking.md"),
-    max_thinking_tokens: Optional[int] = typer.Option(None, "--max-thinking-tokens", help="thinking budget on top of "
-                                                      "each task's answer budget (default 4096 with --thinking on)"),
-    until: Optional[str] = typer.Option(None, help="sequential scoring: stop each length once its answer is known: "
-                                        "effective-length (settled above or below --threshold) or width=W (interval "
-                                        "narrower than W points); rerun without it to extend to N (docs/sequential.md)"),
-    alpha: Optional[float] = typer.Option(None, help="error rate of a settled sequential verdict (default 0.05)"),
-    threshold: Optional[float] = typer.Option(None, help="--until effective-length: the score to settle each length "
-                                              "above or below (default 85.6, RULER's)"),
-    vs: Optional[Path] = typer.Option(None, help="sequential scoring against an earlier run directory: stop each length "
-                                      "once the sign of the paired difference is settled"),
+    model: ModelOpt = None,
+    suite: SuiteOpt = None,
+    lengths: LengthsOpt = None,
+    samples: SamplesOpt = None,
+    tasks: TasksOpt = None,
+    store_dir: StoreDirOpt = None,
+    backend: BackendOpt = None,
+    backend_arg: BackendArgOpt = None,
+    dtype: DtypeOpt = None,
+    batch_size: BatchSizeOpt = None,
+    device: DeviceOpt = None,
+    threads: ThreadsOpt = None,
+    template: TemplateOpt = None,
+    truncation: TruncationOpt = None,
+    seed: SeedOpt = None,
+    data_dir: DataDirOpt = None,
+    fresh: FreshOpt = False,
+    label: LabelOpt = None,
+    judge_budget: JudgeBudgetOpt = None,
+    prices: PricesOpt = None,
+    max_cost: MaxCostOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    rope_scaling: RopeScalingOpt = None,
+    shard: ShardOpt = None,
+    model_args: ModelArgsOpt = None,
+    output_path: OutputPathOpt = None,
+    num_fewshot: NumFewshotOpt = None,
+    gen_kwargs: GenKwargsOpt = None,
+    repeats: RepeatsOpt = 1,
+    log_samples: LogSamplesOpt = False,
+    system_prompt: SystemPromptOpt = None,
+    thinking: ThinkingOpt = "off",
+    max_thinking_tokens: MaxThinkingTokensOpt = None,
+    until: UntilOpt = None,
+    alpha: AlphaOpt = None,
+    threshold: ThresholdOpt = None,
+    vs: VsOpt = None,
 ):
     """Score a model on a suite; rerunning the same command resumes."""
-    from ctxbench.harness.run.judge_budget import parse_budget
-    from ctxbench.harness.run.runner import RunInterrupted, RunPlan, run
-    from ctxbench.harness.run_log import keep_log, session_log_name, third_party_log
-
-    if samples is not None and samples < 1:
-        raise ConfigError("--samples: must be at least 1")
-    budget = parse_budget(judge_budget)  # checked against the plan's judge calls before anything is written
-    from ctxbench.harness.core.prices import load_prices
-    from ctxbench.harness.run.cost_guard import parse_ceiling
-
-    ceiling = parse_ceiling(max_cost, max_tokens)  # checked against the plan's tokens and cost before anything is written
-    price_table = load_prices(prices)
-    choice = lmeval_model(model=model, backend=backend, store=store_dir, model_args=model_args, output_path=output_path)
-    generation = protocol(thinking=thinking, max_thinking_tokens=max_thinking_tokens, system_prompt=system_prompt,
-                          gen_kwargs=",".join(gen_kwargs) or None, repeats=repeats, backend=choice.backend)
-    if template is not None:
-        check_template_name(template, field="--template")
-    writable_dir(choice.store, "--output_path" if output_path else "--store")
-    from ctxbench.harness.run.until import parse_until
-
-    sequential = parse_until(until, alpha=alpha, threshold=threshold, vs=vs, shard=_shard(shard), repeats=repeats)
-    s = _suite(suite, tasks, num_fewshot, lengths=_ints(lengths, "--lengths"), samples=samples, template=template,
-               truncation=truncation, seed=seed)
-    args = _backend_args(choice, backend_arg, dtype=dtype, batch_size=batch_size, device=device, threads=threads)
-    if rope_scaling:
-        from ctxbench.harness.backends.rope import parse_rope_scaling
-
-        parse_rope_scaling(rope_scaling, field="--rope-scaling")  # fail early, with one line
-        args["rope_scaling"] = rope_scaling
-    log_samples_note(log_samples)
-    model, store_dir = choice.model, choice.store
-    label = printable(label) if label else label  # escape codes never reach a terminal, a record or a board
-    log = session_log_name()
-    plan = RunPlan(s, model, choice.backend, args, store_dir, _data_dir(data_dir), label or "", _shard(shard), generation,
-                   sequential, sample_cap=samples, log=log)
-    with third_party_log() as log_file:  # transformers', DeepSpeed's, ... output: to <run>/<log>, not the terminal
-        try:
-            outcome = run(plan, fresh=fresh, console=err, judge_budget=budget, prices=price_table, ceiling=ceiling)
-        except RunInterrupted as e:
-            o = e.outcome
-            keep_log(log_file, o.store.dir, log)
-            err.print(f"interrupted at {o.done}/{o.planned}; rerun the same command to resume", highlight=False)
-            raise typer.Exit(EXIT_INTERRUPTED) from None
-        except CtxbenchError:
-            keep_log(log_file, None, log)  # refused before the run existed
-            raise
-        keep_log(log_file, outcome.store.dir, log)
-    _print_outcome(outcome, printable(label or model), s.name, sequential is not None, store_dir)
-
-
-def _print_outcome(outcome, name: str, suite: str, sequential: bool, store_dir: Path) -> None:
-    """After a run: the score table (the protocol beside the model's name), sequential verdicts, failures, next step."""
-    from rich.markup import escape
-
-    from ctxbench.harness.summary import table
-    from ctxbench.leaderboard.store_frame import protocol_text
-
-    mode = protocol_text(outcome.store.read_record().get("generation") or {})  # thinking, sampling: as the board shows it
-    name = f"{name} [{mode}]" if mode else name
-    out.print(table(outcome.store, title=escape(f"{name} on {suite} (score ×100)"), width=out.width), soft_wrap=False)
-    if sequential:
-        _sequential_summary(outcome.store.dir)
-    out.print(f"results: {outcome.store.dir}", highlight=False)
-    if outcome.unfinished:
-        err.print(f"{outcome.unfinished} samples never closed their reasoning (thinking_unfinished): each counts 0, "
-                  "never scored as an answer; raise --max-thinking-tokens to give them room", highlight=False)
-    if outcome.failed:
-        reasons = ", ".join(f"{k}: {v}" for k, v in outcome.errors.most_common())
-        err.print(f"{outcome.failed} samples failed ({reasons}); rerun the same command to retry them", highlight=False)
-        raise typer.Exit(EXIT_FAILED)
-    out.print(f"next: ctxbench board build --store {store_dir}", highlight=False)
-
-
-def _sequential_summary(run_dir: Path) -> None:
-    """After a run scored with --until: each length's verdict in words, and how to extend the prefix to N."""
-    from ctxbench.harness.run.until import read_state, summary_lines
-
-    state = read_state(run_dir)
-    if not state:
-        return
-    rule = state.get("rule") or {}
-    flag = f"--vs {Path(str(rule['vs'])).name}" if rule.get("vs") else f"--until {rule.get('until')}"
-    out.print(f"sequential ({flag}, alpha {rule.get('alpha')}: {state.get('target')}):", highlight=False)
-    for line in summary_lines(state):
-        out.print(f"  {line}", highlight=False)
-    out.print("  a stopped length is a prefix of the suite's N; rerun without --until to extend it", highlight=False)
-
-
-def _suite(name: Optional[str], tasks: Optional[str], num_fewshot: Optional[int], **overrides):
-    """The suite to score: a shipped or YAML suite (its tasks filtered by --tasks), or with --tasks alone an ad-hoc
-    suite of the registered tasks; --num_fewshot set on the tasks that take it, refused where none does."""
-    from ctxbench.harness.core.config import adhoc_suite, build_task, load_suite, select_tasks
-
-    s = adhoc_suite(tasks, **overrides) if tasks and name is None else select_tasks(load_suite(name or "ruler-quick", **overrides), tasks)
-    if num_fewshot is None:
-        return s
-    if num_fewshot < 0:
-        raise ConfigError("--num_fewshot: must be 0 or more")
-    takes = [i for i, spec in enumerate(s.tasks) if "num_fewshot" in type(build_task(spec).args).model_fields]
-    if not takes:
-        raise ConfigError("--num_fewshot: none of this run's tasks takes few-shot examples (those with a num_fewshot argument "
-                          "do, e.g. ruler/cwe and lmeval/*; icl/* take shots); drop it")
-    specs = [t.model_copy(update={"args": {**t.args, "num_fewshot": num_fewshot}}) if i in takes else t for i, t in enumerate(s.tasks)]
-    return s.model_copy(update={"tasks": specs})
-
-
-def _backend_args(choice, backend_arg: list[str], **options) -> dict:
-    """--backend-arg, --model_args and the named options (--dtype ...) as one dict, each key given once, checked
-    (names, types, dtype and template values, the device against this torch) before anything loads."""
-    from ctxbench.harness.backends.args import check_backend_args
-
-    args = _kv(backend_arg, "--backend-arg")
-    for key, value in [*choice.backend_args.items(), *options.items()]:
-        if value is not None:
-            if key in args and args[key] != value:
-                raise ConfigError(f"--{key.replace('_', '-')}: also given as {key}={args[key]} (--backend-arg or "
-                                  "--model_args); give it once")
-            args[key] = value
-    check_backend_args(choice.backend, args)
-    return args
-
-
-def _shard(spec: Optional[str]) -> tuple[int, int]:
-    if not spec:
-        return (0, 1)
-    try:
-        i, n = (int(x) for x in spec.split("/"))
-    except ValueError:
-        raise ConfigError(f"--shard: expected i/n like 0/4, got {spec!r}") from None
-    if not 0 <= i < n:
-        raise ConfigError(f"--shard: need 0 <= i < n, got {spec!r}")
-    return (i, n)
+    cli_score.score(cli_score.ScoreOptions(**locals()))
 
 
 @app.command()
