@@ -29,6 +29,7 @@ from .aggregate import (
 from .auc import auc_preamble, auc_value_columns, with_auc
 from .claimed import claimed_frame, claimed_records, claimed_section
 from .common_items import with_common_items
+from .cost import cost_section
 from .exports import provenance_section, results_csv, training_section, write_ruler_summaries
 from .frame import AVG_TASK, model_meta, normalise
 from .publish import publish_board
@@ -206,7 +207,8 @@ def build_report(
     sections = with_common_items(sections, df, compared)  # each --compare: the items both models have, and how many
     if short_section is not None:
         sections.insert(1, short_section)
-    sections += [s for s in (_reasoning_section(cells), training_section(runs), provenance) if s is not None]
+    sections += [s for s in (_reasoning_section(cells), cost_section(cells), training_section(runs), provenance)
+                 if s is not None]
     results = {**base, "scale": "percent", "threshold": thr, **settings,
                **_results_records(summary, avgs, tasks, cats, compared), "short_context": short_records,
                "claimed": claimed_records(claimed), "repeats": repeat_records(repeats)}

@@ -31,6 +31,7 @@ from ctxbench.harness.core.redact import printable
 from ctxbench.harness.core.store import SCORED, TRAINING, RunStore, error_reason, list_runs, record_kind, run_dirs
 from ctxbench.harness.core.types import board_name, run_fingerprint, sample_of
 
+from .cost import COST_COLUMNS, NO_TOKENS, cell_tokens
 from .reported_store import REPORTED_DIR, import_reported, reported_frame  # noqa: F401 - the store's published tables
 
 SCORE_COLUMNS = ["model", "run_id", "task", "category", "length", "depth", "index", "seed", "score", "position", "source",
@@ -38,7 +39,7 @@ SCORE_COLUMNS = ["model", "run_id", "task", "category", "length", "depth", "inde
 # repeat_scores: a sample's score in each of its repeats (--repeats k), in repeat order; () for a single generation
 # unfinished: samples whose reasoning never closed (thinking_unfinished, counted 0); reasoning_tokens: their mean per cell
 CELL_COLUMNS = ["model", "task", "length", "planned", "done", "errored", "pending", "errors", "unfinished", "reasoning_tokens",
-                "stopped", "sequential_lo", "sequential_hi", "sequential", "over_budget"]
+                "stopped", "sequential_lo", "sequential_hi", "sequential", "over_budget", *COST_COLUMNS]
 # stopped: samples a sequential run (--until) never scored because its verdict at that length was known (not pending);
 # sequential_lo/hi/sequential: that length's anytime-valid interval and its decision in words (harness/adaptive.py)
 
@@ -297,7 +298,7 @@ def _cells(units: dict, pending: dict, stopped: dict, sequential: dict) -> pd.Da
         counts[(model, task, length)]["pending"] += 1
     for (model, *_), (task, length) in stopped.items():
         counts[(model, task, length)]["stopped"] += 1
-    rows = []
+    rows, tokens = [], cell_tokens(units)  # each cell's token account (leaderboard/cost.py)
     for cell, c in sorted(counts.items(), key=lambda kv: (kv[0][0], str(kv[0][1]), kv[0][2])):
         errors = ", ".join(f"{k}: {v}" for k, v in reasons[cell].most_common())
         mean_thinking = sum(thinking[cell]) / len(thinking[cell]) if thinking[cell] else math.nan
@@ -308,7 +309,8 @@ def _cells(units: dict, pending: dict, stopped: dict, sequential: dict) -> pd.Da
         vs = (seq.get("rule") or {}).get("until") == "vs"  # its interval is of the difference, not of the score
         lo, hi = (math.nan if vs or seq.get(k) is None else float(seq[k]) for k in ("lo", "hi"))
         rows.append((*cell, c["done"] + c["errored"] + c["pending"] + c["stopped"], c["done"], c["errored"], c["pending"],
-                     errors, c["unfinished"], mean_thinking, c["stopped"], lo, hi, words, c["over_budget"]))
+                     errors, c["unfinished"], mean_thinking, c["stopped"], lo, hi, words, c["over_budget"],
+                     *tokens.get(cell, NO_TOKENS)))
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 
