@@ -138,50 +138,69 @@ def length_averages(
     rows = []
     for (model, length), group in table.groupby(["model", "length"], sort=True):
         scores = df[(df["model"] == model) & (df["length"] == length)]
-        source = group["source"].iat[0]
-        claimed = scores["claimed_length"].max() if len(scores) else NAN
         runs = ",".join(sorted(set(scores["run_id"]) - {""}))
-        base = dict(model=model, length=length, source=source, claimed_length=claimed, run_ids=runs,
+        base = dict(model=model, length=length, source=group["source"].iat[0],
+                    claimed_length=scores["claimed_length"].max() if len(scores) else NAN, run_ids=runs,
                     headline=withheld.get(model, ""))
-        avg = scores[scores["task"] == AVG_TASK]
-        if source == "reported" and (len(avg) or model not in common):
-            rows.append({**base, "mean": float(avg["score"].mean()) if len(avg) else NAN, "lo": NAN, "hi": NAN,
-                         "method": "reported", "n_tasks": 0, "n_tasks_all": 0, "n": 0, "planned": 0, "errored": 0,
-                         "pending": 0, "stopped": 0, "status": "reported", "task_set": "reported", "task_set_key": "reported",
-                         "note": ""})
-            continue
-        keep, every = common[model]
-        task_set = "all" if keep == every else f"{len(keep)} of {len(every)} tasks (those scored at every length)"
-        if source == "reported":  # a paper's per-task rows: the same common task set, no samples, no interval
-            mean = float(scores[scores["task"].isin(keep)].groupby("task")["score"].mean().mean()) if keep else NAN
-            rows.append({**base, "mean": mean, "lo": NAN, "hi": NAN, "method": "reported", "n_tasks": len(keep),
-                         "n_tasks_all": len(every), "n": 0, "planned": 0, "errored": 0, "pending": 0,
-                         "stopped": 0, "status": "reported", "task_set": task_set, "task_set_key": ",".join(sorted(keep)),
-                         "note": "" if keep else "withheld: no task has a score at every length"})
-            continue
-        if not int(group["n"].sum()):
-            keep, note = set(), "not run: no scored sample at this length"
+        if base["source"] == "reported":
+            rows.append(_reported_average(base, scores, common.get(model)))
         else:
-            note = "" if keep else "withheld: no task has a score at every length"
-        in_set = group[group["task"].isin(keep)] if keep else group
-        strata = [scores.loc[scores["task"] == t, "score"].to_numpy(dtype=float) for t in sorted(keep)]
-        clusters = [_clusters(scores[scores["task"] == t]) for t in sorted(keep)]
-        iv = stratified_interval(strata, level=ci, n_boot=n_boot, rng=cell_rng(seed, model, length),
-                                 clusters=clusters if any(c is not None for c in clusters) else None)
-        counts = {c: int(in_set[c].sum()) for c in CELL_COUNTS}
-        iv = _sequential_interval(iv, group, counts, keep)
-        spent = iv.lo if looks[model] == 1 or iv.method == SEQUENTIAL else stratified_interval(
-            strata, level=1 - (1 - ci) / looks[model], n_boot=n_boot, rng=cell_rng(seed, model, length),
-            clusters=clusters if any(c is not None for c in clusters) else None).lo
-        rows.append({**base, "mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "lo_spent": spent, "method": iv.method,
-                     "n_tasks": len(keep),
-                     "n_tasks_all": len(every), "n": iv.n, **counts,
-                     "status": status(iv.n, counts["errored"], counts["pending"], stopped=counts["stopped"])
-                     if keep else note.split(":")[0],
-                     "task_set": task_set, "task_set_key": ",".join(sorted(keep)), "note": note})
-    columns = ["model", "length", "mean", "lo", "hi", "lo_spent", "method", "n_tasks", "n_tasks_all", "n", "planned", "errored",
-               "pending", "stopped", "status", "task_set", "task_set_key", "note", "source", "claimed_length", "run_ids", "headline"]
-    return pd.DataFrame(rows, columns=columns)
+            rows.append(_measured_average(base, group, scores, common[model], looks=looks[model], n_boot=n_boot,
+                                          seed=seed, ci=ci))
+    return pd.DataFrame(rows, columns=LENGTH_AVERAGE_COLUMNS)
+
+
+LENGTH_AVERAGE_COLUMNS = ["model", "length", "mean", "lo", "hi", "lo_spent", "method", "n_tasks", "n_tasks_all", "n",
+                          "planned", "errored", "pending", "stopped", "status", "task_set", "task_set_key", "note",
+                          "source", "claimed_length", "run_ids", "headline"]
+NO_SAMPLES = {"lo": NAN, "hi": NAN, "method": "reported", "n": 0, "planned": 0, "errored": 0, "pending": 0, "stopped": 0,
+              "status": "reported"}
+
+
+def _task_set(keep: set[str], every: set[str]) -> str:
+    return "all" if keep == every else f"{len(keep)} of {len(every)} tasks (those scored at every length)"
+
+
+def _reported_average(base: dict, scores: pd.DataFrame, common: tuple[set[str], set[str]] | None) -> dict:
+    """A paper's number at a length: its own average where it gives one (or where the model has no common task set),
+    else the mean of its per-task rows over the same common task set as a measured model. No samples, no interval."""
+    avg = scores[scores["task"] == AVG_TASK]
+    if len(avg) or common is None:
+        return {**base, **NO_SAMPLES, "mean": float(avg["score"].mean()) if len(avg) else NAN, "n_tasks": 0,
+                "n_tasks_all": 0, "task_set": "reported", "task_set_key": "reported", "note": ""}
+    keep, every = common
+    mean = float(scores[scores["task"].isin(keep)].groupby("task")["score"].mean().mean()) if keep else NAN
+    return {**base, **NO_SAMPLES, "mean": mean, "n_tasks": len(keep), "n_tasks_all": len(every),
+            "task_set": _task_set(keep, every), "task_set_key": ",".join(sorted(keep)),
+            "note": "" if keep else "withheld: no task has a score at every length"}
+
+
+def _measured_average(base: dict, group: pd.DataFrame, scores: pd.DataFrame, common: tuple[set[str], set[str]], *,
+                      looks: int, n_boot: int, seed: int, ci: float) -> dict:
+    """A measured model's average at a length over its common task set: the stratified interval over the tasks'
+    samples (clusters kept), a sequential run's anytime-valid one where it stopped, and the lower end at the level
+    spent over the model's `looks` lengths."""
+    keep, every = common
+    if not int(group["n"].sum()):
+        keep, note = set(), "not run: no scored sample at this length"
+    else:
+        note = "" if keep else "withheld: no task has a score at every length"
+    in_set = group[group["task"].isin(keep)] if keep else group
+    strata = [scores.loc[scores["task"] == t, "score"].to_numpy(dtype=float) for t in sorted(keep)]
+    clusters = [_clusters(scores[scores["task"] == t]) for t in sorted(keep)]
+    clusters = clusters if any(c is not None for c in clusters) else None
+    rng = cell_rng(seed, base["model"], base["length"])
+    iv = stratified_interval(strata, level=ci, n_boot=n_boot, rng=rng, clusters=clusters)
+    counts = {c: int(in_set[c].sum()) for c in CELL_COUNTS}
+    iv = _sequential_interval(iv, group, counts, keep)
+    spent = iv.lo if looks == 1 or iv.method == SEQUENTIAL else stratified_interval(
+        strata, level=1 - (1 - ci) / looks, n_boot=n_boot, rng=cell_rng(seed, base["model"], base["length"]),
+        clusters=clusters).lo
+    return {**base, "mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "lo_spent": spent, "method": iv.method,
+            "n_tasks": len(keep), "n_tasks_all": len(every), "n": iv.n, **counts,
+            "status": status(iv.n, counts["errored"], counts["pending"], stopped=counts["stopped"])
+            if keep else note.split(":")[0],
+            "task_set": _task_set(keep, every), "task_set_key": ",".join(sorted(keep)), "note": note}
 
 
 def _sequential_interval(iv, group: pd.DataFrame, counts: dict[str, int], keep: set[str]):
