@@ -111,6 +111,10 @@ def plan(
                                     "(default the suite's)"),
     detect: Optional[float] = typer.Option(None, help="a difference in points: the samples needed to detect it"),
     power: float = typer.Option(0.8, help="power of the comparison"),
+    model: Optional[str] = typer.Option(None, help="the model to price the plan's tokens for (its name in the price "
+                                        "table, e.g. gpt-4o-mini)"),
+    prices: Optional[Path] = typer.Option(None, "--prices", help="price table YAML (default the shipped examples "
+                                          "configs/prices.yaml)"),
     as_json: bool = typer.Option(False, "--json", help="print the plan as JSON"),
 ):
     """Expected samples and time to each target beside the full protocol's, and what a comparison can detect."""
@@ -121,6 +125,9 @@ def plan(
     from ctxbench.leaderboard.sequential_plan import build_plan
 
     _check(alpha, threshold, width, n, detect, power)
+    from ctxbench.harness.core.prices import load_prices
+
+    price_table = load_prices(prices)  # a bad table is one line, before the suite is read
     loaded = load_suite(suite)
     rows = _reader()
     timing = _timing(samples_per_second, run, list(loaded.lengths), rows)
@@ -134,10 +141,16 @@ def plan(
     if timing is not None:
         report["measured_lengths"] = list(timing.measured)
         report["projected_lengths"] = list(timing.projected)
+    from ctxbench.harness.run.plan_tokens import length_tokens, token_lines, token_plan
+
+    report["tokens"] = token_plan(length_tokens(loaded, _data_dir(None)), report, model,
+                                  price_table.price_for(model) if model else None)
     if as_json:
         out.print(json.dumps(report, indent=1), highlight=False, soft_wrap=True)
         return
     print_plan(report, timing=timing, pilot=pilot.name if pilot else None)
+    for line in token_lines(report["tokens"]):
+        out.print(line, highlight=False, soft_wrap=True)
 
 
 def _when(seconds: float | None, projected: str = "") -> str:
