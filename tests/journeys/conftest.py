@@ -1,5 +1,8 @@
 """Journeys: the real `ctxbench` command in a subprocess, in a temporary directory, typed as a user types it.
 
+Refusals, which stop before any work, run the same command line in process (`user_in_process`: no Python start-up
+per command); what needs a process (signals, locks, packaging, extras, the pty) runs as `user`.
+
 Each journey asserts what the user sees (the exit code, the one line, the board's cells) and what is on disk
 (nothing written, the same run resumed, no extra rows). The echo backend stands in for a model wherever the model
 is not the point; `tiny_checkpoint` is the 2-layer checkpoint of configs/trainers/cpt-tiny.yaml, trained once per
@@ -104,11 +107,41 @@ def rows(run_dir: Path) -> list[str]:
     return [line for p in sorted(run_dir.glob("samples*.jsonl")) for line in p.read_text().splitlines() if line.strip()]
 
 
+class InProcessUser(User):
+    """The same user, but `run` goes through the CLI's main() in this process (tests/conftest.py's `ctxbench`), in the
+    user's directory with the journey environment: for refusals and listings, which need no process of their own and
+    would pay a Python start-up each. Signals, locks, packaging, extras and the pty stay on `user`."""
+
+    def __init__(self, cwd: Path, cli: Callable[..., tuple[int, str, str]], monkeypatch: pytest.MonkeyPatch):
+        super().__init__(cwd)
+        self._cli, self._monkeypatch = cli, monkeypatch
+
+    def run(self, command: str | list[str], *, env: dict[str, str] | None = None, timeout: float = 600,
+            cwd: Path | None = None) -> Result:
+        args = _argv(command)[len(ctxbench_argv()):]
+        with self._monkeypatch.context() as m:
+            m.chdir(cwd or self.cwd)
+            for name, value in {"COLUMNS": "120", "CTXBENCH_DATA_DIR": str(DATA_DIR), **(env or {})}.items():
+                m.setenv(name, value)
+            return Result(*self._cli(*args))
+
+    def start(self, command, *, env=None, cwd=None):
+        raise TypeError("a command in the background needs a process: use the `user` fixture")
+
+
 @pytest.fixture()
 def user(tmp_path: Path) -> User:
     work = tmp_path / "work"
     work.mkdir()
     return User(work)
+
+
+@pytest.fixture()
+def user_in_process(tmp_path: Path, ctxbench, monkeypatch) -> InProcessUser:
+    """`user`, with its commands run in this process (see InProcessUser): for refusals."""
+    work = tmp_path / "work"
+    work.mkdir()
+    return InProcessUser(work, ctxbench, monkeypatch)
 
 
 @pytest.fixture(scope="session")

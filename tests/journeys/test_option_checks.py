@@ -1,6 +1,8 @@
 """Journey 8 (option values): a device this torch cannot use, or a misspelt dtype or template, is refused with one line
 that lists the valid values, before any weights load and before anything is written. The model named here does not
-exist: the option is refused first, so nothing was loaded (or downloaded) to find out."""
+exist: the option is refused first, so nothing was loaded (or downloaded) to find out. The option refusals run in
+process (`user_in_process`); the two that show a model is not converted run as a process, whose output shows any
+notice a conversion would print."""
 
 from __future__ import annotations
 
@@ -13,31 +15,31 @@ def _one_line_and_nothing_written(user, r) -> None:
     assert not (user.cwd / "runs").exists()
 
 
-def test_cuda_on_a_cpu_only_torch(user):
+def test_cuda_on_a_cpu_only_torch(user_in_process):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    r = user.run("ctxbench score --model ./no-such-model --device cuda --tasks kv/retrieval --lengths 1024 --samples 1")
-    _one_line_and_nothing_written(user, r)
+    r = user_in_process.run("ctxbench score --model ./no-such-model --device cuda --tasks kv/retrieval --lengths 1024 --samples 1")
+    _one_line_and_nothing_written(user_in_process, r)
     assert "device" in r.err and "CPU-only" in r.err and "use cpu" in r.err
 
 
-def test_lmeval_checks_the_device_too(user):
+def test_lmeval_checks_the_device_too(user_in_process):
     """`ctxbench lmeval` has no --device; the same check covers its --backend-arg device=cuda."""
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    r = user.run("ctxbench lmeval --model ./no-such-model --tasks arc_easy --backend-arg device=cuda")
-    _one_line_and_nothing_written(user, r)
+    r = user_in_process.run("ctxbench lmeval --model ./no-such-model --tasks arc_easy --backend-arg device=cuda")
+    _one_line_and_nothing_written(user_in_process, r)
     assert "device" in r.err and "CPU-only" in r.err
 
 
-def test_misspelt_dtype_and_template(user):
-    r = user.run("ctxbench score --model ./no-such-model --dtype float33 --tasks kv/retrieval --lengths 1024 --samples 1")
-    _one_line_and_nothing_written(user, r)
+def test_misspelt_dtype_and_template(user_in_process):
+    r = user_in_process.run("ctxbench score --model ./no-such-model --dtype float33 --tasks kv/retrieval --lengths 1024 --samples 1")
+    _one_line_and_nothing_written(user_in_process, r)
     assert "float33" in r.err and "bfloat16" in r.err and "float32" in r.err
-    t = user.run("ctxbench score --model ./no-such-model --template chatt --tasks kv/retrieval --lengths 1024 --samples 1 --backend echo")
-    _one_line_and_nothing_written(user, t)
+    t = user_in_process.run("ctxbench score --model ./no-such-model --template chatt --tasks kv/retrieval --lengths 1024 --samples 1 --backend echo")
+    _one_line_and_nothing_written(user_in_process, t)
     assert "chatt" in t.err and "chat" in t.err and "plain" in t.err and "vicuna" in t.err
 
 
