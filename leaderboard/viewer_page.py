@@ -97,7 +97,7 @@ function excerpts(v, r) { var box = el("pre", null, "prompt excerpt"), end = 0;
     var piece = inContext(p[1], r); while (piece.firstChild) box.appendChild(piece.firstChild); end = p[0] + p[1].length; });
   if (end < v.chars) box.appendChild(el("span", "\n[… " + (v.chars - end) + " characters …]", "gap")); return box; }
 function showPrompt(slot, r, v) { slot.textContent = ""; var hash = " (prompt hash " + (r.prompt_hash || "?") + ")";
-  if (!v || v.note) { slot.appendChild(el("div", (v ? v.note : "prompt not reproducible here: the board has no prompt for this sample") + hash,
+  if (!v || v.note) { slot.appendChild(el("div", (v ? v.note : "prompt not on this board (built with --no-prompts, or from scores without their runs)") + hash,
     "note prompt-note")); return; }
   var title = "prompt (" + v.chars + " characters, " + v.source + ", hash " + r.prompt_hash + ")";
   if (v.text !== undefined && !v.parts) { slot.appendChild(fold(title, inContext(v.text, r), true)); return; }

@@ -34,6 +34,10 @@ def board_build(
     fmt: str = typer.Option(
         "board", "--format", help="board: the whole board (leaderboard.md, index.html, results.csv/json, summaries); "
         "json: only board.json, one file under the versioned schema ctxbench-board/1 (docs: publishing)"),
+    prompts: bool = typer.Option(
+        True, "--prompts/--no-prompts", help="regenerate each sample's prompt for the sample viewer from the run's "
+        "suite and seed, shown where its hash is the stored one (docs: board); --no-prompts builds faster and shows "
+        "the hashes"),
 ):
     """Build the leaderboard report from runs (and imported published results)."""
     import tempfile
@@ -63,7 +67,7 @@ def board_build(
     report = build_report(df, out_dir=board_dir, cells=frames.cells, runs=frames.runs, notes=notes, threshold=thr,
                           title=title, comparisons=pairs, examples=examples(frames.scores), relative=relative_effective,
                           auc=auc_lengths, auc_scale=auc_scale,
-                          sample_details=sample_details(select_runs(runs_dir, run_ids)))
+                          sample_details=sample_details(select_runs(runs_dir, run_ids), prompts=prompts and fmt == "board"))
     if scratch is not None:
         with scratch:
             out.print(f"wrote {write_board_json(board_dir, out_dir)}", highlight=False, markup=False, soft_wrap=True)

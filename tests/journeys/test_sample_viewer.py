@@ -33,6 +33,12 @@ def test_score_two_models_build_click_a_cell_filter_wrong_and_diff(user: User, d
         browser.open((user.cwd / "board" / "index.html").as_uri())
         browser.js("document.querySelector('a.cell[href*=\"model=weak\"]').click()")
         browser.until("location.pathname.endsWith('samples.html') && document.querySelectorAll('.card').length === 8")
+        # each prompt regenerated from the run's suite and seed, its hash the stored one, the needle marked in it
+        browser.until("document.querySelectorAll('.card .prompt-slot details').length === 8")
+        summaries = browser.js("[...document.querySelectorAll('.card .prompt-slot summary')].map(s => s.textContent)")
+        assert all(", regenerated, hash " in s for s in summaries), summaries
+        gold = browser.js("[...document.querySelectorAll('.card .prompt-slot mark.needle mark.gold')].map(m => m.textContent)")
+        assert len(gold) == 8 and all(g.isdigit() for g in gold)
         browser.js("var s = document.querySelector('select[name=score]'); s.value = 'wrong'; s.dispatchEvent(new Event('change'))")
         browser.until(f"document.querySelectorAll('.card').length === {len(wrong)}")
         assert sorted(browser.js("[...document.querySelectorAll('.card')].map(c => c.dataset.id)")) == wrong

@@ -86,6 +86,11 @@ def test_a_record_without_suite_or_tokenizer_gets_the_note_and_the_board_still_b
         "prompt not reproducible here: the run's record names no suite or tokenizer (an imported or older run)"}
 
 
+def test_no_prompts_skips_the_regeneration(scored):
+    assert all(v and "text" in v for v in _views(scored).values())
+    assert {d.get("prompt_view") for d in sample_details([scored], prompts=False).values()} == {None}
+
+
 def test_a_short_prompt_is_kept_whole_and_a_long_one_as_head_tail_and_windows():
     assert prompt_view("short", ["x"], source="stored") == {"chars": 5, "source": "stored", "text": "short"}
     filler = "The grass is green. " * 5_000
@@ -105,7 +110,3 @@ def test_a_mid_sized_prompt_keeps_text_and_excerpts_and_overlapping_windows_merg
     view = prompt_view(text, ["gold"], source="stored")
     assert view["text"] == text and view["parts"][-1][0] + len(view["parts"][-1][1]) == len(text)
     assert len(excerpt(text, ["gold"])) == 2  # the gold's window runs into the tail: one part, not two
-
-
-def test_reporting_without_a_store_frame_file_is_untouched(tmp_path: Path):
-    assert sample_details([]) == {}
