@@ -28,3 +28,21 @@ def test_the_token_account_round_trips_and_comes_from_the_prediction() -> None:
     assert (row.prompt_tokens, row.cached_tokens, row.reasoning_tokens, row.token_source, row.gpu_seconds) == (12, 8, 2, "server", 0.25)
     back = Row.from_json(row.to_json())
     assert back == row and "reasoning_tokens" not in back.extra
+
+
+def test_the_servers_usage_wins_and_says_so() -> None:
+    """usage's cached and reasoning tokens are read (hidden reasoning too, outside thinking mode); an answer cut to its
+    budget here is counted, not the server's."""
+    from ctxbench.harness.backends.openai_replies import parse_completion, token_account, within_budget
+    from ctxbench.harness.core.models import load_tokenizer
+
+    usage = {"prompt_tokens": 900, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 512},
+             "completion_tokens_details": {"reasoning_tokens": 5}}
+    sent = parse_completion({"choices": [{"text": "ok"}], "usage": usage}, "completions")
+    assert token_account(sent, sent, thinking=False) == {"cached_tokens": 512, "token_source": "server", "reasoning_tokens": 5}
+    assert token_account(sent, sent, thinking=True)["reasoning_tokens"] is None  # thinking: the split counts it
+    bare = parse_completion({"choices": [{"text": "ok"}]}, "completions")
+    assert token_account(bare, bare, thinking=False) == {"cached_tokens": None, "token_source": "counted", "reasoning_tokens": None}
+    long = parse_completion({"choices": [{"text": "word " * 50}], "usage": {**usage, "completion_tokens": 50}}, "completions")
+    cut = within_budget(long, 4, load_tokenizer("smollm2-135m", light=True))
+    assert cut.over_budget and token_account(long, cut, thinking=False)["token_source"] == "counted"

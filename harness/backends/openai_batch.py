@@ -39,7 +39,7 @@ from ctxbench.harness.backends.http_transport import (
     retry_after_seconds,
 )
 from ctxbench.harness.backends.openai_prompts import PreparedRequest
-from ctxbench.harness.backends.openai_replies import MalformedReply, parse_completion, within_budget
+from ctxbench.harness.backends.openai_replies import MalformedReply, parse_completion, token_account, within_budget
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.redact import redact
 from ctxbench.harness.core.types import Prediction
@@ -269,10 +269,9 @@ class BatchMode:
         cached = _cached_tokens(result)
         self.last_cached_tokens = getattr(self, "last_cached_tokens", 0) + (cached or 0)
         a = within_budget(answer, r.generation_limit, self.tokenizer)
-        pred = Prediction(r.sample_id, a.text, a.prompt_tokens or p.prompt_tokens, a.completion_tokens or 0, seconds,
-                          p.truncated, timing="batch-share", reasoning=a.reasoning, reasoning_tokens=a.reasoning_tokens,
-                          over_budget=a.over_budget)
-        return _with(pred, cached_tokens=cached) if cached is not None else pred
+        return Prediction(r.sample_id, a.text, a.prompt_tokens or p.prompt_tokens, a.completion_tokens or 0, seconds,
+                          p.truncated, timing="batch-share", reasoning=a.reasoning, over_budget=a.over_budget,
+                          **token_account(answer, a, r.thinking))  # cached, reasoning tokens; the server's or counted
 
     # ---------------------------------------------------------------- http (multipart upload, raw file content)
 
