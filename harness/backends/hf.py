@@ -233,9 +233,11 @@ class HFBackend:
             n = next((j for j, t in enumerate(toks) if t in self.stop_ids), len(toks))
             # thinking mode keeps special tokens: gpt-oss's channel markers are special, and the reasoning is split on them
             text = self.tokenizer.decode(toks[:n], skip_special_tokens=not r.thinking)
-            preds.append(Prediction(r.sample_id, text, len(ids), n, own + (end - start) / k, truncated_tokens=n_cut,
+            share = own + (end - start) / k  # on CUDA also its GPU-seconds: the model sits on one device
+            preds.append(Prediction(r.sample_id, text, len(ids), n, share, truncated_tokens=n_cut,
                                     prefill_seconds=own + (first - start) / k, decode_seconds=(end - first) / k, timing=timing,
-                                    reasoning_tokens=reasoning_length(self.tokenizer, toks[:n]) if thinking else None))
+                                    reasoning_tokens=reasoning_length(self.tokenizer, toks[:n]) if thinking else None,
+                                    gpu_seconds=share if self.padded else None))
         return preds
 
     def _inputs(self, ids_list: list[list[int]]) -> tuple[dict[str, Any] | None, list[float]]:
