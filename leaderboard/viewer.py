@@ -25,7 +25,7 @@ from ctxbench.harness.core.io import atomic_write
 
 from . import viewer_page
 from .frame import format_length
-from .viewer_prompts import FOLD_CHARS, KEEP_FULL, DetailKey, first_repeats, marks_of, prompt_view, store_prompts
+from .viewer_prompts import FOLD_CHARS, KEEP_FULL, SHORTEST, DetailKey, first_repeats, marks_of, prompt_view, store_prompts
 
 FOLDER = "samples"
 PAGE = "samples.html"
@@ -132,7 +132,7 @@ def write_viewer(out: Path, df: pd.DataFrame, details: Mapping[DetailKey, Mappin
         atomic_write(folder / cell.prompts, f"ctxbenchPrompts({js_literal(cell.prompts)},{js_literal(prompts)});\n")
         cells.append(cell)
     depths = sorted({round(float(d), 4) for d in measured["depth"].dropna()}) if "depth" in measured else []
-    index = {"folder": FOLDER, "fold": FOLD_CHARS, "keep": KEEP_FULL, "limit": LOAD_LIMIT, "models": sorted({c.model for c in cells}),
+    index = {"folder": FOLDER, "fold": FOLD_CHARS, "keep": KEEP_FULL, "shortest": SHORTEST, "limit": LOAD_LIMIT, "models": sorted({c.model for c in cells}),
              "tasks": sorted({c.task for c in cells}), "lengths": sorted({c.length for c in cells}),
              "depths": depths, "metrics": metric_lines(metrics),
              "cells": [{"model": c.model, "task": c.task, "length": c.length, "file": c.file, "prompts": c.prompts,

@@ -73,9 +73,11 @@ function cellsFor(s) { return BOARD.cells.filter(function (c) { return (!s.model
 function keep(s, r) { if (s.depth && String(r.depth) !== s.depth) return false;
   if (s.score === "wrong") return r.score === 0; if (s.score === "partial") return r.score < 1;
   if (s.score === "right") return r.score === 1; return true; }
-function hits(text, marks) { var spans = [], low = text.toLowerCase();
-  marks.forEach(function (m) { var needle = String(m.text || "").trim(); if (!needle) return; var at = low.indexOf(needle.toLowerCase());
-    while (at >= 0 && spans.length < 200) { spans.push([at, at + needle.length, m.cls]); at = low.indexOf(needle.toLowerCase(), at + needle.length); } });
+function hits(text, marks, words) { var spans = [];
+  marks.forEach(function (m) { var needle = String(m.text || "").trim(); if (!needle || (words && needle.length < BOARD.shortest)) return;
+    var edge = words ? ["(?<![\\p{L}\\p{N}_])", "(?![\\p{L}\\p{N}_])"] : ["", ""], hit;
+    var re = new RegExp(edge[0] + needle.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + edge[1], "giu");
+    while (spans.length < 200 && (hit = re.exec(text))) spans.push([hit.index, hit.index + hit[0].length, m.cls]); });
   return spans.sort(function (a, b) { return a[0] - b[0]; }); }
 function markInto(out, text, spans) { var pos = 0;
   spans.forEach(function (sp) { if (sp[0] < pos) return; out.appendChild(document.createTextNode(text.slice(pos, sp[0])));
@@ -86,10 +88,10 @@ function marked(text, marks) { return markInto(el("pre"), text, hits(text, marks
 function sentence(text, a, b) { var lo = a, hi = b; while (lo > 0 && a - lo < 200 && !/[.!?\n]/.test(text[lo - 1])) lo--;
   while (hi < text.length && hi - b < 200 && !/[.!?\n]/.test(text[hi])) hi++; if (hi < text.length && text[hi] !== "\n") hi++;
   while (lo < a && /\s/.test(text[lo])) lo++; return [lo, hi]; }
-function inContext(text, r) { var gold = hits(text, golds(r)), spans = [];
+function inContext(text, r) { var gold = hits(text, golds(r), true), spans = [];
   gold.forEach(function (g) { var s = sentence(text, g[0], g[1]), last = spans[spans.length - 1];
     if (last && s[0] < last[1]) return; spans.push([s[0], s[1], "needle", [[g[0] - s[0], g[1] - s[0], "gold"]]]); });
-  hits(text, [{text: r.answer, cls: "answer"}]).forEach(function (h) { if (!spans.some(function (s) { return h[0] < s[1] && s[0] < h[1]; }))
+  hits(text, [{text: r.answer, cls: "answer"}], true).forEach(function (h) { if (!spans.some(function (s) { return h[0] < s[1] && s[0] < h[1]; }))
     spans.push(h); });
   return markInto(el("pre", null, "prompt"), text, spans.sort(function (a, b) { return a[0] - b[0]; })); }
 function excerpts(v, r) { var box = el("pre", null, "prompt excerpt"), end = 0;

@@ -23,6 +23,7 @@ FOLD_CHARS = 2_000  # prompts longer than this show as excerpts first (collapsed
 KEEP_FULL = 16_000  # prompts up to this many characters are kept whole (about 4K tokens)
 HEAD, TAIL, WINDOW = 600, 1_200, 300  # characters kept of a longer prompt: its start, its end (the question), and
 MAX_HITS = 3  # ... WINDOW either side of each of the first MAX_HITS occurrences of each gold and of the answer
+SHORTEST = 3  # characters a gold or an answer needs to be looked for in a prompt (the viewer uses the same rule)
 
 DetailKey = tuple[str, str, int, int]  # (run id, task, length, index), as viewer.DetailKey
 
@@ -37,10 +38,11 @@ class Wanted:
 
 
 def spans(text: str, marks: Iterable[str], limit: int = MAX_HITS) -> list[tuple[int, int]]:
-    """Where the first `limit` occurrences of each mark (case-insensitive) lie in `text`."""
+    """Where the first `limit` occurrences of each mark lie in `text`: case-insensitive, as whole words, and only
+    for marks of SHORTEST characters or more (a gold "A" or "7" would mark every letter a or digit 7)."""
     out = []
-    for mark in {m.strip() for m in marks if m and m.strip()}:
-        for k, hit in enumerate(re.finditer(re.escape(mark), text, re.IGNORECASE)):
+    for mark in {m.strip() for m in marks if m and len(m.strip()) >= SHORTEST}:
+        for k, hit in enumerate(re.finditer(rf"(?<!\w){re.escape(mark)}(?!\w)", text, re.IGNORECASE)):
             if k == limit:
                 break
             out.append(hit.span())
@@ -132,6 +134,8 @@ def _task_prompts(spec: Any, by_cell: Mapping[tuple[str, int], list[Wanted]], ct
     out = {}
     try:
         task = build_task(spec)
+        if task.external:
+            raise Unavailable("an lm-eval task: lm-eval renders its prompts (its own log keeps them)")
         task.prepare(ctx)
         for length, ws in sorted(cells.items()):
             by_index = {w.key[3]: w for w in ws}

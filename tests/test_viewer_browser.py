@@ -129,7 +129,7 @@ def test_cell_to_samples_to_wrong_answers_to_a_diff(tmp_path, browser):
 
 
 FILLER = "The grass is green. The sky is blue. " * 130  # 4,810 characters either side of the needle
-LONG = f"{FILLER}The magic number is 7000.{FILLER}Someone said: I think it is 0. What is the magic number?"
+LONG = f"{FILLER}The magic number is 7000.{FILLER}Someone said: I think it is 0. Not 17000. What is the magic number?"
 
 
 def test_a_long_prompt_opens_as_excerpts_with_the_needle_gold_and_answer_marked_and_expands(tmp_path, browser):
@@ -140,6 +140,7 @@ def test_a_long_prompt_opens_as_excerpts_with_the_needle_gold_and_answer_marked_
     assert browser.js(f"{first}.querySelector('summary').textContent").startswith(f"prompt ({len(LONG)} characters, stored")
     assert browser.js(f"{first}.querySelector('mark.needle').textContent") == "The magic number is 7000."
     assert browser.js(f"{first}.querySelector('mark.needle mark.gold').textContent") == "7000"
+    assert browser.js(f"{first}.querySelectorAll('mark.gold').length") == 1  # whole words: not the 7000 in 17000
     assert browser.js(f"{first}.querySelector('mark.answer').textContent") == "I think it is 0."
     collapsed = browser.js(f"{first}.querySelector('pre.prompt').textContent")  # head, tail, the text around the marks
     assert browser.js(f"{first}.querySelectorAll('.gap').length") == 2 and len(collapsed) < 4_000

@@ -11,7 +11,7 @@ import pytest
 
 from ctxbench.harness.core.store import RunStore
 from ctxbench.leaderboard.viewer import sample_details
-from ctxbench.leaderboard.viewer_prompts import FOLD_CHARS, HEAD, KEEP_FULL, TAIL, WINDOW, excerpt, prompt_view
+from ctxbench.leaderboard.viewer_prompts import FOLD_CHARS, HEAD, KEEP_FULL, TAIL, WINDOW, excerpt, prompt_view, spans
 
 SCORE = ("score", "--backend", "echo", "--suite", "ruler-quick", "--tasks", "ruler/niah_single_2", "--lengths", "512",
          "--samples", "2", "--label", "m")
@@ -110,3 +110,10 @@ def test_a_mid_sized_prompt_keeps_text_and_excerpts_and_overlapping_windows_merg
     view = prompt_view(text, ["gold"], source="stored")
     assert view["text"] == text and view["parts"][-1][0] + len(view["parts"][-1][1]) == len(text)
     assert len(excerpt(text, ["gold"])) == 2  # the gold's window runs into the tail: one part, not two
+
+
+def test_marks_are_whole_words_and_a_short_gold_is_not_looked_for():
+    text = "Item 17000 is a decoy; the magic number is 7000. Answer A."
+    assert spans(text, ["7000"]) == [(text.index(" 7000.") + 1, text.index(" 7000.") + 5)]  # not inside 17000
+    assert spans(text, ["A", "is"]) == []  # a label gold would mark every letter; two characters: too short
+    assert spans(text, ["MAGIC number"]) == [(text.index("magic"), text.index("magic") + len("magic number"))]
