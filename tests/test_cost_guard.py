@@ -115,3 +115,20 @@ def test_a_ceiling_reached_mid_run_stops_resumably_and_a_higher_one_finishes(tmp
     outcome = run(plan(tmp_path), prices=prices, ceiling=Ceiling(max_cost=100.0))
     ids = [r["id"] for r in stored(tmp_path)]
     assert outcome.done == 6 and len(ids) == len(set(ids)) == 6
+
+
+def test_with_until_only_what_is_spent_refuses(tmp_path) -> None:
+    """--until may stop long before its full protocol: its estimate is a bound, so only the stored rows' spending is
+    held against the ceiling up front (the mid-run ceiling does the rest)."""
+    from ctxbench.harness.run.cost_guard import Spend, TokenEstimate, check_ceiling
+
+    prices = table(tmp_path)
+    price = prices.price_for("echo(m)")
+    big = TokenEstimate(samples=100, input_tokens=100_000, output_tokens=10_000)
+    check_ceiling("echo(m)", prices, Ceiling(max_cost=1.0), big, Spend("echo(m)", price, Ceiling(max_cost=1.0)), sequential=True)
+    with pytest.raises(ConfigError, match=r"^--max-cost: the plan's estimate is \$120\.0000"):
+        check_ceiling("echo(m)", prices, Ceiling(max_cost=1.0), big, Spend("echo(m)", price, Ceiling(max_cost=1.0)))
+    spent = Spend("echo(m)", price, Ceiling(max_cost=1.0))
+    spent.add([{"prompt_tokens": 2000, "generated_tokens": 0}])
+    with pytest.raises(ConfigError, match=r"^--max-cost: the run has spent \$2\.0000 > \$1\.0000; raise --max-cost"):
+        check_ceiling("echo(m)", prices, Ceiling(max_cost=1.0), big, spent, sequential=True)
