@@ -189,32 +189,62 @@ def build_report(
         return _short_only_report(out, title, head, sections, {**base, "short_context": short_records}, df)
     settings = {"threshold_spec": threshold if isinstance(threshold, str) else None, "effective_length_rule": rule,
                 "relative_effective_percent": relative, "ci": ci, "n_boot": n_boot, "seed": seed, "auc_scale": auc_scale}
-    tasks = task_length_table(df[df["task"] != AVG_TASK], long_cells, n_boot=n_boot, seed=seed, ci=ci)
-    avgs = length_averages(df, long_cells, n_boot=n_boot, seed=seed, ci=ci)
-    thr, summary = _model_summary(df, avgs, threshold=threshold, rule=rule, relative=relative)
-    summary = with_auc(summary, df, avgs, asked=auc, scale=auc_scale, level=ci)  # AUC@L beside effective length
-    cats = category_table(df)
-    compared = [_compared(df, a, b, seed=seed) for a, b in comparisons]
+    n = _board_numbers(df, long_cells, threshold=threshold, rule=rule, relative=relative, auc=auc, auc_scale=auc_scale,
+                       comparisons=comparisons, n_boot=n_boot, seed=seed, ci=ci)
+    tasks, avgs, thr, summary, cats, compared = n.tasks, n.avgs, n.thr, n.summary, n.cats, n.compared
     tasks_shown = tasks[tasks["source"] == "measured"]
     preamble, sections = _sections(
         df, avgs=avgs, summary=summary, cats=cats, tasks=tasks_shown if len(tasks_shown) else None, compared=compared,
         examples=examples, threshold=threshold, thr=thr, rule=rule, n_boot=n_boot, seed=seed, ci=ci, relative=relative,
     )
     preamble = (*preamble, *auc_preamble(summary, auc_scale))
-    claimed = claimed_frame(df, tasks, avgs)  # published rows beside this board's measurement of the same model
-    repeats = repeat_spread(df, tasks, avgs)  # --repeats k: each repeat's score beside the interval
-    sections[1:1] = [s for s in (claimed_section(claimed), repeats_section(repeats)) if s is not None]
-    sections = with_common_items(sections, df, compared)  # each --compare: the items both models have, and how many
-    if short_section is not None:
-        sections.insert(1, short_section)
-    sections += [s for s in (_reasoning_section(cells), cost_section(cells), training_section(runs), provenance)
-                 if s is not None]
-    results = {**base, "scale": "percent", "threshold": thr, **settings,
-               **_results_records(summary, avgs, tasks, cats, compared), "short_context": short_records,
-               "claimed": claimed_records(claimed), "repeats": repeat_records(repeats)}
+    sections = _around(sections, n, df, short_section,
+                       tail=(_reasoning_section(cells), cost_section(cells), training_section(runs), provenance))
+    results = {**base, "scale": "percent", "threshold": thr, **settings, **_results_records(summary, avgs, tasks, cats, compared),
+               "short_context": short_records, "claimed": claimed_records(n.claimed), "repeats": repeat_records(n.repeats)}
     return _write(out, title, (*head, *preamble), sections, results,
                   results_csv(tasks, avgs, summary, _short_frame(short_records["tasks"])), summaries=(df, tasks),
                   details=sample_details or {})
+
+
+@dataclass(frozen=True)
+class BoardNumbers:
+    """Every number a board with a length axis shows, computed before anything is written."""
+
+    tasks: pd.DataFrame  # per task and length (task_length_table)
+    avgs: pd.DataFrame  # per model and length (length_averages)
+    thr: float  # the effective-length threshold, resolved to a percentage
+    summary: pd.DataFrame  # per model: effective lengths, averages, AUC@L
+    cats: pd.DataFrame  # per model and category
+    compared: list  # each --compare pair's paired tests
+    claimed: pd.DataFrame | None  # published rows beside this board's measurement of the same model
+    repeats: pd.DataFrame | None  # --repeats k: each repeat's score beside the interval
+
+
+def _board_numbers(df: pd.DataFrame, long_cells: pd.DataFrame | None, *, threshold: float | str, rule: Rule,
+                   relative: float | None, auc: Sequence[int], auc_scale: str, comparisons: Iterable[tuple[str, str]],
+                   n_boot: int, seed: int, ci: float) -> BoardNumbers:
+    """The board's tables of numbers from the long-context rows: tasks, length averages, the model summary (effective
+    length, AUC@L), categories, paired comparisons, published claims and repeats."""
+    tasks = task_length_table(df[df["task"] != AVG_TASK], long_cells, n_boot=n_boot, seed=seed, ci=ci)
+    avgs = length_averages(df, long_cells, n_boot=n_boot, seed=seed, ci=ci)
+    thr, summary = _model_summary(df, avgs, threshold=threshold, rule=rule, relative=relative)
+    summary = with_auc(summary, df, avgs, asked=auc, scale=auc_scale, level=ci)  # AUC@L beside effective length
+    compared = [_compared(df, a, b, seed=seed) for a, b in comparisons]
+    return BoardNumbers(tasks, avgs, thr, summary, category_table(df), compared, claimed_frame(df, tasks, avgs),
+                        repeat_spread(df, tasks, avgs))
+
+
+def _around(sections: list, n: BoardNumbers, df: pd.DataFrame, short_section: Section | None,
+            tail: Sequence[Section | None]) -> list:
+    """The measured sections with what stands beside them: published claims and repeats after the first, each
+    --compare's common items, the short-context section second, and the tail (reasoning, cost, training,
+    provenance) last."""
+    sections[1:1] = [s for s in (claimed_section(n.claimed), repeats_section(n.repeats)) if s is not None]
+    sections = with_common_items(sections, df, n.compared)  # each --compare: the items both models have, and how many
+    if short_section is not None:
+        sections.insert(1, short_section)
+    return sections + [s for s in tail if s is not None]
 
 
 def _split_short_context(df: pd.DataFrame, cells: pd.DataFrame | None, *, n_boot: int, seed: int, ci: float):
