@@ -22,7 +22,7 @@ def _loaders():
     from ctxbench.trainers.hqa.data import load_data_config
     from ctxbench.trainers.logo.data import load_config as load_logo
 
-    return [("suites/ruler-quick.yaml", load_suite), ("studies/cpu-stdlib.yaml", load_study),
+    return [("suites/splice-paper.yaml", load_suite), ("studies/cpu-stdlib.yaml", load_study),
             ("trainers/cpt-tiny.yaml", lambda p: load_trainer(CPTConfig, p)), ("data/standard.yaml", load_packing),
             ("data/hqa-tiny.yaml", load_data_config), ("data/logo-tiny.yaml", load_logo)]
 

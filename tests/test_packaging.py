@@ -161,6 +161,7 @@ def test_commands_work_outside_the_checkout(venv, data_dir):
     assert r.returncode == 0 and "ruler/niah_single_1" in r.stdout and "demo/parrot" in r.stdout, r.stderr
     r = _run(venv, "suites")
     assert r.returncode == 0 and "ruler-quick" in r.stdout, r.stderr
+    assert {"babilong", "niah-grid", "hqa-paper"} <= {line.split()[0] for line in r.stdout.splitlines() if line.strip()}
     r = _run(venv, "score", "--backend", "echo", "--suite", "ruler-quick", "--data-dir", str(data_dir), "--store", "runs")
     assert r.returncode == 0, r.stderr[-2000:]
     (record,) = (venv["work"] / "runs").glob("*/record.json")

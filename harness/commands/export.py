@@ -16,7 +16,7 @@ export_app = typer.Typer(help="Export tasks for other harnesses.")
 @export_app.command("lm-eval")
 def export_lm_eval_cmd(
     out_dir: Path = typer.Argument(..., help="directory to write the task YAMLs into (pass it to lm_eval --include_path)"),
-    suite: str = typer.Option("ruler-quick", help="suite name under configs/suites/ or a YAML path"),
+    suite: str = typer.Option("ruler-quick", help="shipped suite name (see `ctxbench suites`) or a YAML path"),
     tasks: Optional[str] = typer.Option(None, help="comma-separated task names or globs to keep, e.g. 'ruler/niah*'"),
     lengths: Optional[str] = typer.Option(None, help="override the suite's lengths, e.g. 4k,8k"),
     samples: Optional[int] = typer.Option(None, help="override samples per task and length"),

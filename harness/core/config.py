@@ -1,4 +1,5 @@
-"""Suite configs: YAML under configs/suites/, validated with pydantic. Errors name the key and the fix."""
+"""Suite configs: YAML under a benchmark's tasks/<family>/suites/ (cross-family suites: configs/suites/), validated with
+pydantic. Errors name the key and the fix."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from ctxbench.harness.core.types import TaskContract
 
 # configs/ beside the packages: the checkout (editable install) or site-packages/ctxbench/configs (wheel)
 CONFIG_ROOT = Path(__file__).resolve().parents[2] / "configs"
+# A benchmark's suites live with it (tasks/<family>/suites/NAME.yaml); found by path, never imported from tasks
+TASKS_ROOT = CONFIG_ROOT.parent / "tasks"
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
@@ -198,8 +201,8 @@ CONFIG_SUFFIXES = {"suites": (".yaml", ".yml"), "trainers": (".yaml", ".yml"), "
 
 def resolve_config(name_or_path: str | Path, *, kind: str, field: str) -> Path:
     """A config as a user names it, from any directory: a real file or directory wins; else the shipped
-    configs/<kind>/ file by its documented path (configs/trainers/cpt-tiny.yaml) or by name (cpt-tiny), so the
-    configs a wheel ships work outside a checkout."""
+    configs/<kind>/ file (a suite: _shipped_suite) by its documented path (configs/trainers/cpt-tiny.yaml) or by name
+    (cpt-tiny), so the configs a wheel ships work outside a checkout."""
     p = Path(name_or_path).expanduser()
     if p.exists():
         return p
@@ -207,13 +210,16 @@ def resolve_config(name_or_path: str | Path, *, kind: str, field: str) -> Path:
     if shipped is not None:
         return shipped
     known = ", ".join(shipped_config_names(kind))
-    raise ConfigError(f"{field}: {p} does not exist (here or among the shipped configs/{kind}); "
+    shipped_where = "suites" if kind == "suites" else f"configs/{kind}"
+    raise ConfigError(f"{field}: {p} does not exist (here or among the shipped {shipped_where}); "
                       f"give a file's path or a shipped name: {known}")
 
 
 def _shipped_config(p: Path, kind: str) -> Path | None:
     if p.is_absolute() or not p.parts:
         return None
+    if kind == "suites":
+        return _shipped_suite(p)
     if p.parts[0] == "configs":  # the documented path, relative to the package's configs/ wherever it is installed
         candidates = [CONFIG_ROOT.parent / p]
     elif len(p.parts) == 1:
@@ -224,8 +230,29 @@ def _shipped_config(p: Path, kind: str) -> Path | None:
     return next((c for c in candidates if c.is_file()), None)
 
 
+def _shipped_suite(p: Path) -> Path | None:
+    """A shipped suite by name (ruler-quick), by its path in the package (tasks/ruler/suites/ruler-quick.yaml), or by
+    the path it had before benchmarks kept their own suites (configs/suites/ruler-quick.yaml): each works anywhere."""
+    suffixes = CONFIG_SUFFIXES["suites"]
+    if p.parts[0] in ("configs", "tasks") and (CONFIG_ROOT.parent / p).is_file():
+        return CONFIG_ROOT.parent / p
+    if len(p.parts) == 1 or (p.parts[:2] == ("configs", "suites") and len(p.parts) == 3):
+        return shipped_suite_files().get(p.stem if p.suffix in suffixes else p.name)
+    return None
+
+
+def shipped_suite_files() -> dict[str, Path]:
+    """Name -> file of every shipped suite: each benchmark's under tasks/<family>/suites/, the cross-family ones (the
+    papers' presets) under configs/suites/. Names are unique across both (tests/test_suite_files.py)."""
+    suffixes = CONFIG_SUFFIXES["suites"]
+    files = [*(CONFIG_ROOT / "suites").glob("*"), *TASKS_ROOT.glob("*/suites/*")]
+    return {p.stem: p for p in sorted(files, key=lambda p: p.name) if p.suffix in suffixes and p.is_file()}
+
+
 def shipped_config_names(kind: str) -> list[str]:
-    """The names (file stems) of the configs shipped under configs/<kind>/."""
+    """The names (file stems) of the configs shipped under configs/<kind>/ (suites: and under tasks/<family>/suites/)."""
+    if kind == "suites":
+        return sorted(shipped_suite_files())
     root = CONFIG_ROOT / kind
     return sorted(x.stem for x in root.iterdir() if x.suffix in CONFIG_SUFFIXES[kind]) if root.is_dir() else []
 
@@ -242,8 +269,8 @@ def suite_path(name_or_path: str | Path) -> Path:
 
 
 def shipped_suites() -> dict[str, str]:
-    """Name -> one-line description of every suite shipped under configs/suites/, then of those plugins ship."""
-    paths = {p.stem: p for p in sorted((CONFIG_ROOT / "suites").glob("*.yaml"))}
+    """Name -> one-line description of every shipped suite (shipped_suite_files), then of those plugins ship."""
+    paths = shipped_suite_files()
     plugins = {name: factory for name, factory in registry.entries("suite").items() if name not in paths}
     out = {}
     for name, path in [*paths.items(), *((n, None) for n in plugins)]:

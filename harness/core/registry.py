@@ -45,7 +45,7 @@ _PROVIDERS = {
     "trainer": ["ctxbench.trainers"],
     "packing": ["ctxbench.trainers.data"],
     "synthesis": ["ctxbench.trainers.data", "ctxbench.trainers.hqa.data", "ctxbench.trainers.logo.data"],
-    "suite": [],  # shipped suites are files (configs/suites); a plugin's entry returns its suite YAML's path
+    "suite": [],  # shipped suites are files (tasks/<family>/suites, configs/suites); a plugin's entry returns its YAML's path
 }
 _LOADED: set[str] = set()
 _PLUGINS: dict[str, str] = {}  # entry-point name -> module, of the plugins that loaded

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from ctxbench.harness.core import registry
-from ctxbench.harness.core.config import CONFIG_ROOT, Suite, build_task, load_suite
+from ctxbench.harness.core.config import Suite, build_task, load_suite, suite_path
 from ctxbench.harness.core.errors import ConfigError
 
 PRESETS = ["ruler-paper", "hqa-paper", "logo-paper", "quest-paper", "splice-paper"]
@@ -37,7 +37,7 @@ def test_kv_synth_with_too_many_pairs_is_a_config_error(gen_ctx):
 @pytest.mark.parametrize("preset", PRESETS)
 def test_paper_presets_load(preset):
     """Every task builds; lm-eval tasks are another engineer's, so their absence only skips."""
-    path = CONFIG_ROOT / "suites" / f"{preset}.yaml"
+    path = suite_path(preset)  # ruler-paper: tasks/ruler/suites/, the cross-family papers: configs/suites/
     text = path.read_text()
     assert text.startswith("#") and "Section" in text.split("name:")[0]  # a header citing the paper section
     suite = Suite(**yaml.safe_load(text))
