@@ -170,7 +170,7 @@ def _context(record: Mapping[str, Any], data_dir: Path | None) -> tuple[Any, Any
     if not record.get("suite_config") or not record.get("tokenizer"):
         raise Unavailable("the run's record names no suite or tokenizer (an imported or older run)")
     suite = Suite.model_validate(record["suite_config"])
-    tok = load_tokenizer(str(record["tokenizer"]), light=True)
+    tok = load_tokenizer(local_tokenizer(str(record["tokenizer"])), light=True)
     if record.get("tokenizer_fingerprint") and tokenizer_fingerprint(tok) != record["tokenizer_fingerprint"]:
         raise Unavailable(f"the tokenizer at {record['tokenizer']} is not the one the run used (fingerprint)")
     generation = record.get("generation") or {}
@@ -179,6 +179,24 @@ def _context(record: Mapping[str, Any], data_dir: Path | None) -> tuple[Any, Any
     if data_dir is None and os.environ.get("CTXBENCH_DATA_DIR"):
         data_dir = Path(os.environ["CTXBENCH_DATA_DIR"])
     return GenContext(tok, renderer, data_dir=data_dir, verify=resolve_mode(suite.verify, suite.samples)), suite
+
+
+def local_tokenizer(spec: str) -> str:
+    """The recorded tokenizer as something on this machine: a hub id becomes its snapshot in the Hugging Face cache,
+    so a board build downloads nothing (a tokenizer that is not there is the viewer's note)."""
+    from ctxbench.harness.core.models import ALIASES
+
+    if spec in ALIASES or Path(spec).expanduser().exists() or spec.count("/") != 1 or spec.startswith((".", "/")):
+        return spec
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        raise Unavailable(f"the tokenizer {spec} is a hub id and huggingface_hub is not installed here") from None
+    for name in ("tokenizer_config.json", "tokenizer.json"):
+        hit = try_to_load_from_cache(spec, name)
+        if isinstance(hit, str):
+            return str(Path(hit).parent)
+    raise Unavailable(f"the tokenizer {spec} is not in this machine's Hugging Face cache (a board build downloads nothing)")
 
 
 def _reason(e: BaseException) -> str:

@@ -117,3 +117,13 @@ def test_marks_are_whole_words_and_a_short_gold_is_not_looked_for():
     assert spans(text, ["7000"]) == [(text.index(" 7000.") + 1, text.index(" 7000.") + 5)]  # not inside 17000
     assert spans(text, ["A", "is"]) == []  # a label gold would mark every letter; two characters: too short
     assert spans(text, ["MAGIC number"]) == [(text.index("magic"), text.index("magic") + len("magic number"))]
+
+
+def test_a_hub_tokenizer_missing_from_the_cache_is_a_note_and_nothing_is_downloaded(scored, monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))
+    record = json.loads(scored.record_path.read_text())
+    scored.record_path.write_text(json.dumps({**record, "tokenizer": "some-org/some-model"}))
+    notes = {v["note"] for v in _views(scored).values()}
+    assert notes == {"prompt not reproducible here: the tokenizer some-org/some-model is not in this machine's Hugging "
+                     "Face cache (a board build downloads nothing)"}
