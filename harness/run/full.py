@@ -3,13 +3,17 @@
 Memory does not grow with the suite: samples are generated (or read from their cache) one chunk at a time and
 scored before the next chunk is read. A chunk is one task at one length (batches never mix lengths), sorted by
 prompt so that prompts sharing a prefix (depth grids, shared haystacks) are adjacent, each declaring the prefix it
-shares with the one before it (harness/run/prefix.py) for the backends' prefix reuse. The bar's
-total is prompt tokens (a 128K sample is far more work than a 4K one, so the ETA is right across lengths).
+shares with the one before it (harness/run/prefix.py) for the backends' prefix reuse. A backend that decodes a
+batch together from prompts prefilled alone (hf on CPU, `batches_across_cells`) gets chunks of one length across
+the suite's generating cells instead: a step for 8 rows costs about what a step for 1 does there, and a cell often
+holds fewer samples than a batch. The bar's total is prompt tokens (a 128K sample is far more work than a 4K one,
+so the ETA is right across lengths).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import chain
 from typing import Any
 
 from ctxbench.harness.core import datasets
@@ -37,6 +41,7 @@ class FullSchedule:
         self.name = ready.plan.label or ready.plan.model
         self.title = f"scoring {self.name}"
         self.batch_size = max(1, int(getattr(backend, "batch_size", 1)))
+        self.across_cells = bool(getattr(backend, "batches_across_cells", False)) and self.batch_size > 1
         self._turns = self._all_turns()
 
     def bar(self) -> dict[str, int]:
@@ -58,24 +63,44 @@ class FullSchedule:
         return f"{outcome.done}/{outcome.planned} samples{failed}"
 
     def _all_turns(self) -> Iterator[Turn]:
-        """One turn per chunk of a cell's missing samples; the chunk's samples built as the turn is reached."""
-        suite, ctx = self.ready.plan.suite, self.ready.ctx
-        for cell in self.cells:
-            todo = [j for j in cell.indices if missing(cell, j, self.done)]
-            if not todo:
-                continue
-            samples = datasets.iter_samples(cell.task, length=cell.length, indices=todo, seed=suite.seed, ctx=ctx)
-            for chunk in chunks(samples, chunk_size(cell.length, self.batch_size)):
+        """One turn per chunk of a cell's missing samples (or, across cells, of one length's generating cells); the
+        chunk's samples built as the turn is reached."""
+        for group in self._cell_groups():
+            samples = chain.from_iterable(self._samples(cell) for cell in group)
+            length, names = group[0].length, ", ".join(c.task.name for c in group)
+            for chunk in chunks(samples, chunk_size(length, self.batch_size)):
                 chunk = share_prefixes(chunk)  # shared contexts back to back, each declared; one length per chunk
-                yield Turn(f"scoring {self.name} · {cell.task.name} @ {cell.length}", self._batches(cell, chunk))
+                yield Turn(f"scoring {self.name} · {names} @ {length}", self._batches(group, chunk))
 
-    def _batches(self, cell: Any, chunk: list[Any]) -> Iterator[Batch]:
-        logprobs = cell.task.needs == "prompt_logprobs"
+    def _cell_groups(self) -> list[list[Any]]:
+        """The cells whose samples share chunks: each cell alone, or across cells the generating cells of one length
+        (in the order of their first cell); perplexity cells stay alone."""
+        groups: list[list[Any]] = []
+        by_length: dict[int, list[Any]] = {}
+        for cell in self.cells:
+            if not any(missing(cell, j, self.done) for j in cell.indices):
+                continue
+            if not self.across_cells or cell.task.needs == "prompt_logprobs":
+                groups.append([cell])
+            elif cell.length in by_length:
+                by_length[cell.length].append(cell)
+            else:
+                groups.append(by_length.setdefault(cell.length, [cell]))
+        return groups
+
+    def _samples(self, cell: Any) -> Iterator[Any]:
+        todo = [j for j in cell.indices if missing(cell, j, self.done)]
+        suite = self.ready.plan.suite
+        return datasets.iter_samples(cell.task, length=cell.length, indices=todo, seed=suite.seed, ctx=self.ready.ctx)
+
+    def _batches(self, group: list[Any], chunk: list[Any]) -> Iterator[Batch]:
+        cells = {cell.task.name: cell for cell in group}
+        logprobs = group[0].task.needs == "prompt_logprobs"
         for start in range(0, len(chunk), self.batch_size):
             batch = chunk[start: start + self.batch_size]
             if logprobs:
-                asks = [(cell.task, s, 0) for s in batch]
+                asks = [(group[0].task, s, 0) for s in batch]
             else:
-                asks = [(cell.task, s, r) for s in batch for r in range(cell.repeats)
+                asks = [(cells[s.task].task, s, r) for s in batch for r in range(cells[s.task].repeats)
                         if repeat_id(s.id, r) not in self.done]
-            yield Batch(asks, work=cell.length * len(batch), logprobs=logprobs)
+            yield Batch(asks, work=group[0].length * len(batch), logprobs=logprobs)
