@@ -11,7 +11,8 @@ import pytest
 TESTS = Path(__file__).parent
 
 
-@pytest.mark.parametrize("suite,task", [("oolong-quick", "oolong/synth"), ("longbenchpro-quick", "longbenchpro/")])
+@pytest.mark.parametrize("suite,task", [("oolong-quick", "oolong/synth"), ("aalcr-quick", "aalcr"),
+                                        ("longbenchpro-quick", "longbenchpro/")])
 def test_plan_prints_the_until_refusal_instead_of_a_table(suite, task, ctxbench):
     code, out, err = ctxbench("plan", "--suite", suite, "--samples-per-second", "1", "--width", "10")
     assert code == 0, err

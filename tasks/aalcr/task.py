@@ -80,6 +80,7 @@ class Aalcr(Judged):
     protocol = "aalcr-equality"
     rubric_chars = len(verdicts.JUDGE_PROMPT)
     reference_tokens = 512  # the bare question and the official answer
+    shared_context = "document set"
     summary = ("{name}: reason across a set of real documents (~100K tokens) to answer one question (AA-LCR); official "
                "items binned by real token length, checked by the LLM judge {model}")
     data_source = ("ArtificialAnalysis/AA-LCR (hub, pinned revision; downloaded at run time), or data_path / "
