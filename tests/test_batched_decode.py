@@ -39,11 +39,11 @@ def test_cpu_default_is_batched_decode_of_eight(smol):
 def greedy(backend, ids_list: list[list[int]], batched: bool):
     """(generated ids per prompt, the scores of each step per prompt) from generate(), batched or one at a time."""
     torch = backend._torch
-    backend.batched_decode = batched
+    backend.batched_decode, backend.prefix_reuse = batched, False  # one at a time: generate() prefills the prompt
     groups = [ids_list] if batched else [[ids] for ids in ids_list]
     tokens, scores = [], []
     for group in groups:
-        inputs, _ = backend._inputs(group)
+        inputs, *_ = backend._inputs(group)
         with torch.inference_mode():
             out = backend.model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False, temperature=None,
                                          top_p=None, top_k=None, pad_token_id=backend.tokenizer.pad_token_id,

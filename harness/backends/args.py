@@ -64,6 +64,9 @@ class HFArgs(BackendArgs):
                                  json_schema_extra=EXECUTION)
     attn_implementation: str = Field("sdpa", description="transformers attention: sdpa, eager, flash_attention_2",
                                      json_schema_extra=EXECUTION)
+    prefix_reuse: bool = Field(True, description="prompts prefilled alone (CPU): keep the KV cache of the prefix a prompt "
+                               "shares with the one before it (the schedule declares it) and prefill only the rest; "
+                               "false: prefill every prompt whole", json_schema_extra=EXECUTION)
     threads: int = Field(0, ge=0, description="torch CPU threads; 0: the cores not already busy (1-minute load average)",
                          json_schema_extra=EXECUTION)
     max_context: int = Field(0, ge=0, description="override the model's context length (tokens); 0: from its config")

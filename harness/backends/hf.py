@@ -7,6 +7,9 @@ so each prompt is prefilled alone and batches of up to `batch_size` (8) decode t
 only prompts of exactly equal token length share a batch (never padded).
 Per-sample timing: `prefill_seconds` (to the first generated token) and `decode_seconds`; `timing` says whether
 they are this sample's own ("sample") or its batch's divided by the batch size ("batch-share").
+Prefix reuse (prompts prefilled alone, `prefix_reuse: true`): a prompt that declares a shared prefix (the schedule's
+Request.shared_prefix) is prefilled from the previous prompt's KV cache, only its suffix computed (hf_prefix.py); each
+Prediction's cached_tokens counts the reused tokens. Log-likelihood scoring is in hf_loglik.py.
 """
 
 from __future__ import annotations
@@ -15,14 +18,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ctxbench.harness.backends.hf_batched import cache_kwarg, decode_groups, prefill_batch
+from ctxbench.harness.backends.hf_batched import cache_kwarg, decode_groups, prefill_alone, prefill_batch
 from ctxbench.harness.backends.hf_decoding import make as make_budget
 from ctxbench.harness.backends.hf_decoding import reasoning_length, sampling
-from ctxbench.harness.core.backend import apply_truncation, check_window
+from ctxbench.harness.backends.hf_loglik import LogLikelihood
+from ctxbench.harness.backends.hf_prefix import PrefixCache, encode
+from ctxbench.harness.core.backend import apply_truncation
 from ctxbench.harness.core.errors import ConfigError, OfflineError
 from ctxbench.harness.core.models import materialize, resolve
 from ctxbench.harness.core.reasoning import opened_in_prompt
-from ctxbench.harness.core.types import LogprobRequest, Prediction, Request, TokenLogprobs
+from ctxbench.harness.core.types import Prediction, Request
 
 
 def context_length(config: Any, max_context: int, rope_context: int | None) -> int:
@@ -99,7 +104,7 @@ def unreadable_weights(path: str | Path) -> Path | None:
     return None
 
 
-class HFBackend:
+class HFBackend(LogLikelihood):
     name = "hf"
     capabilities = HFPlan.capabilities
 
@@ -116,6 +121,7 @@ class HFBackend:
         max_context: int = 0,
         rope_scaling: dict | str | None = None,
         batched_decode: bool = True,
+        prefix_reuse: bool = True,
     ):
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -152,6 +158,9 @@ class HFBackend:
         self.padded = self.device.startswith("cuda")  # CPU: prefill alone, decode together (or equal lengths only)
         self.batched_decode = bool(batched_decode) and not self.padded
         self.batch_size = int(batch_size or (16 if self.padded else 8 if self.batched_decode else 1))
+        self.prefix_reuse = bool(prefix_reuse) and not self.padded  # prompts prefilled alone: each from its shared prefix
+        self.prefix = PrefixCache()  # the last prompt prefilled alone: its ids and KV cache (hf_prefix.py)
+        self.prefill_tokens = {"computed": 0, "reused": 0}  # prompt tokens prefilled, and taken from the kept cache
         self.score_batch_size = int(batch_size or (16 if self.device.startswith("cuda") else 4))  # log-likelihood inputs
         self.truncation = truncation
         self.path = path
@@ -172,6 +181,7 @@ class HFBackend:
             "attn_implementation": self.attn,
             "batch_size": self.batch_size,
             "batching": "padded" if self.padded else "prefill-alone" if self.batched_decode else "equal-length",
+            "prefix_reuse": self.prefix_reuse,
             "threads": self.threads,
             **({"dtype_measured": self.dtype_choice} if self.dtype_choice else {}),
             "context_length": self.context_length,
@@ -181,11 +191,13 @@ class HFBackend:
     def generate(self, requests: list[Request]) -> list[Prediction]:
         encoded = []
         for r in requests:
-            ids = self.tokenizer(r.prompt, add_special_tokens=r.add_special_tokens)["input_ids"]
-            encoded.append(apply_truncation(ids, max_new_tokens=r.generation_limit, context_length=self.context_length,
-                                            policy=self.truncation, sample_id=r.sample_id))
+            shared = r.shared_prefix if self.prefix_reuse else 0  # the schedule's declaration, in characters
+            ids, declared = encode(self.tokenizer, r.prompt, shared, r.add_special_tokens)
+            ids, n_cut = apply_truncation(ids, max_new_tokens=r.generation_limit, context_length=self.context_length,
+                                          policy=self.truncation, sample_id=r.sample_id)
+            encoded.append((ids, n_cut, declared))
         out: dict[int, Prediction] = {}
-        for group in self._groups([len(ids) for ids, _ in encoded]):
+        for group in self._groups([len(ids) for ids, _, _ in encoded]):
             for i, p in zip(group, self._batch([requests[i] for i in group], [encoded[i] for i in group])):
                 out[i] = p
         return [out[i] for i in range(len(requests))]
@@ -203,11 +215,11 @@ class HFBackend:
             same.setdefault(length, []).append(i)
         return [idx[j: j + n] for idx in same.values() for j in range(0, len(idx), n)]
 
-    def _batch(self, batch: list[Request], encoded: list[tuple[list[int], int]]) -> list[Prediction]:
+    def _batch(self, batch: list[Request], encoded: list[tuple[list[int], int, int]]) -> list[Prediction]:
         torch = self._torch
         thinking = batch[0].thinking  # a batch shares the run's protocol
         max_new = max(r.generation_limit for r in batch)
-        inputs, own_prefill = self._inputs([ids for ids, _ in encoded])
+        inputs, own_prefill, reused = self._inputs([ids for ids, _, _ in encoded], [d for _, _, d in encoded])
         if inputs is None:  # caches that cannot be merged: one at a time
             return [p for r, e in zip(batch, encoded) for p in self._batch([r], [e])]
         clock = self._clock()
@@ -228,7 +240,7 @@ class HFBackend:
         timing = "sample" if k == 1 else "batch-share"
         new = gen[:, inputs["input_ids"].shape[1]:].tolist()
         preds = []
-        for r, (ids, n_cut), toks, own in zip(batch, encoded, new, own_prefill):
+        for r, (ids, n_cut, _), toks, own, cached in zip(batch, encoded, new, own_prefill, reused):
             toks = toks[: r.generation_limit]
             n = next((j for j, t in enumerate(toks) if t in self.stop_ids), len(toks))
             # thinking mode keeps special tokens: gpt-oss's channel markers are special, and the reasoning is split on them
@@ -237,25 +249,31 @@ class HFBackend:
             preds.append(Prediction(r.sample_id, text, len(ids), n, share, truncated_tokens=n_cut,
                                     prefill_seconds=own + (first - start) / k, decode_seconds=(end - first) / k, timing=timing,
                                     reasoning_tokens=reasoning_length(self.tokenizer, toks[:n]) if thinking else None,
-                                    gpu_seconds=share if self.padded else None))
+                                    gpu_seconds=share if self.padded else None, cached_tokens=cached))
+            self.prefill_tokens["reused"] += cached
+            self.prefill_tokens["computed"] += len(ids) - cached
         return preds
 
-    def _inputs(self, ids_list: list[list[int]]) -> tuple[dict[str, Any] | None, list[float]]:
-        """generate()'s inputs and each prompt's own prefill seconds (0 where the batch prefills in generate()):
-        unpadded for equal lengths (an all-ones mask, which SDPA skips), prefilled alone and merged for batched decode,
-        else left-padded. None: the prompts cannot be merged (decode them one at a time)."""
+    def _inputs(self, ids_list: list[list[int]], declared: list[int] | None = None
+                ) -> tuple[dict[str, Any] | None, list[float], list[int]]:
+        """generate()'s inputs, each prompt's own prefill seconds (0 where the batch prefills in generate()) and its
+        tokens reused from the previous prompt's cache: with prefix reuse, every prompt prefilled alone from its
+        declared shared prefix; else unpadded for equal lengths (an all-ones mask, which SDPA skips), prefilled alone
+        and merged for batched decode, or left-padded. None: the prompts cannot be merged (decode them one at a time)."""
         torch = self._torch
-        zero = [0.0] * len(ids_list)
-        if len({len(ids) for ids in ids_list}) == 1 and not (self.batched_decode and len(ids_list) > 1):
+        zero, none = [0.0] * len(ids_list), [0] * len(ids_list)
+        if self.prefix_reuse or (self.batched_decode and len(ids_list) > 1):
+            prefill, reused = (self.prefix.batch(self.model, declared or none) if self.prefix_reuse else (prefill_alone, none))
+            ready = prefill_batch(self.model, ids_list, self.tokenizer.pad_token_id, self.device, prefill)
+            if ready is not None:
+                inputs = {"input_ids": ready.input_ids, "attention_mask": ready.attention_mask, cache_kwarg(self.model): ready.cache}
+                return inputs, list(ready.prefill_seconds), reused
+            if len(ids_list) > 1:
+                return None, zero, none
+        if len({len(ids) for ids in ids_list}) == 1:
             input_ids = torch.tensor(ids_list, device=self.device)
-            return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}, zero
-        if self.batched_decode:
-            ready = prefill_batch(self.model, ids_list, self.tokenizer.pad_token_id, self.device)
-            if ready is None:
-                return None, zero
-            inputs = {"input_ids": ready.input_ids, "attention_mask": ready.attention_mask, cache_kwarg(self.model): ready.cache}
-            return inputs, list(ready.prefill_seconds)
-        return self.tokenizer.pad({"input_ids": ids_list}, padding=True, return_tensors="pt").to(self.device), zero
+            return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}, zero, none
+        return self.tokenizer.pad({"input_ids": ids_list}, padding=True, return_tensors="pt").to(self.device), zero, none
 
     def _clock(self):
         """A logits processor that notes when the first step's logits arrive (the end of the prefill)."""
@@ -273,166 +291,3 @@ class HFBackend:
                 return LogitsProcessorList([self])
 
         return FirstStep()
-
-    # ---- Log-likelihood scoring, for lm-evaluation-harness tasks (see harness/lmeval_adapter.py). ----
-    # Tokenization follows lm-eval's HFLM with add_bos_token unset, so scores match `lm_eval --model hf`.
-
-    @property
-    def prefix_token_id(self) -> int:
-        """The token an empty context (and a rolling window's first token) is conditioned on: BOS, else EOS."""
-        tok = self.tokenizer
-        return tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
-
-    def tok_encode(self, text: str, add_special_tokens: bool | None = None) -> list[int]:
-        """Token ids as lm-eval's HFLM encodes them: the tokenizer's default special tokens, none if text starts with BOS."""
-        if add_special_tokens is None:
-            add_special_tokens = not text.startswith(self.tokenizer.decode(self.prefix_token_id))
-        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
-
-    def encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        """(context ids, continuation ids): encode context and context+continuation, the continuation is the tail.
-
-        Trailing spaces of the context move to the continuation, and an empty context becomes the prefix
-        token, as in lm-eval's TemplateLM.loglikelihood.
-        """
-        if context == "":
-            cont = self.tok_encode(continuation, add_special_tokens=False)
-            if not cont:
-                raise ValueError("loglikelihood: empty context and empty continuation")
-            return ([self.prefix_token_id], cont) if cont[0] != self.prefix_token_id else (cont[:1], cont[1:])
-        n_spaces = len(context) - len(context.rstrip())
-        if n_spaces:
-            context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
-        whole = self.tok_encode(context + continuation)
-        ctx = self.tok_encode(context)
-        return ctx, whole[len(ctx):]
-
-    def loglikelihood(self, requests: list[tuple[str, str]]) -> list[tuple[float, bool]]:
-        """(log P(continuation | context), whether greedy decoding yields exactly the continuation), per pair."""
-        return self.loglikelihood_tokens([self.encode_pair(c, x) for c, x in requests])
-
-    def loglikelihood_rolling(self, texts: list[str]) -> list[float]:
-        """Log-likelihood of each whole text (for perplexity), in disjoint windows of the context length.
-
-        The first window is conditioned on the prefix token; later windows on the tokens before them, so
-        every token is predicted exactly once (lm-eval's get_rolling_token_windows with context_len=1).
-        """
-        windows, owner = [], []
-        for i, text in enumerate(texts):
-            for w in rolling_windows(self.tok_encode(text), self.prefix_token_id, self.context_length):
-                windows.append(w)
-                owner.append(i)
-        totals = [0.0] * len(texts)
-        for i, (ll, _) in zip(owner, self.loglikelihood_tokens(windows)):
-            totals[i] += ll
-        return totals
-
-    def loglikelihood_tokens(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
-        """Score token-level (context, continuation) pairs in batches of inputs.
-
-        Each pair's input is (context + continuation)[:-1], left-truncated to the context length; pairs with the
-        same input (the choices of a multiple-choice question with one-token answers) share one forward pass.
-        Inputs are right-padded, so positions are those of an unpadded pass. Log-softmax is taken in float32,
-        only at the scored positions.
-        """
-        torch = self._torch
-        L = self.context_length
-        inputs: dict[tuple[int, ...], list[int]] = {}
-        conts = []
-        for j, (ctx, cont) in enumerate(pairs):
-            if not ctx or not cont:
-                raise ValueError("loglikelihood: context and continuation must each have at least one token")
-            if len(cont) > L:
-                raise ValueError(f"loglikelihood: continuation of {len(cont)} tokens > context length {L}")
-            inputs.setdefault(tuple((ctx + cont)[-(L + 1):][:-1]), []).append(j)
-            conts.append(cont)
-        order = sorted(inputs, key=lambda k: (-len(k), k))  # longest first: less padding, memory errors early
-        out: list[tuple[float, bool] | None] = [None] * len(pairs)
-        pad = self.tokenizer.pad_token_id
-        for b in range(0, len(order), self.score_batch_size):
-            batch = order[b : b + self.score_batch_size]
-            width = len(batch[0])
-            ids = torch.full((len(batch), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for r, inp in enumerate(batch):
-                ids[r, : len(inp)] = torch.tensor(inp, dtype=torch.long)
-                mask[r, : len(inp)] = 1
-            spans = [(len(inp) - max(len(conts[j]) for j in inputs[inp]), len(inp)) for inp in batch]
-            keep = sorted(set().union(*(range(s, e) for s, e in spans)))
-            logits, col = self._logits_at(ids.to(self.device), mask.to(self.device), keep)
-            for r, inp in enumerate(batch):
-                for j in inputs[inp]:
-                    cont = conts[j]
-                    cols = [col[p] for p in range(len(inp) - len(cont), len(inp))]
-                    lp = torch.log_softmax(logits[r, cols].float(), dim=-1)
-                    target = torch.tensor(cont, device=lp.device)
-                    greedy = bool((lp.argmax(dim=-1) == target).all())
-                    out[j] = (float(lp.gather(1, target[:, None]).sum()), greedy)
-        return out  # type: ignore[return-value]
-
-    def token_logprobs(self, requests: list[LogprobRequest]) -> list[TokenLogprobs]:
-        """log P(ids[i] | ids[:i]) of each window's scored tokens (perplexity), batched as loglikelihood_tokens batches:
-        right-padded windows, longest first, logits only at the positions that predict a scored token, log-softmax
-        in float32 a block of positions at a time."""
-        torch = self._torch
-        for r in requests:
-            check_window(r, self.context_length)
-        order = sorted(range(len(requests)), key=lambda j: -len(requests[j].token_ids))
-        out: list[TokenLogprobs | None] = [None] * len(requests)
-        pad = self.tokenizer.pad_token_id
-        for b in range(0, len(order), self.batch_size):
-            batch = [requests[j] for j in order[b: b + self.batch_size]]
-            width = len(batch[0].token_ids)
-            ids = torch.full((len(batch), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, r in enumerate(batch):
-                ids[row, : len(r.token_ids)] = torch.tensor(r.token_ids, dtype=torch.long)
-                mask[row, : len(r.token_ids)] = 1
-            keep = sorted(set().union(*(range(r.score_from - 1, len(r.token_ids) - 1) for r in batch)))
-            start = time.perf_counter()
-            logits, col = self._logits_at(ids.to(self.device), mask.to(self.device), keep)
-            rows = []
-            for row, r in enumerate(batch):
-                cols = [col[p] for p in range(r.score_from - 1, len(r.token_ids) - 1)]
-                target = torch.tensor(r.token_ids[r.score_from:], device=logits.device)
-                values: list[float] = []
-                for at in range(0, len(cols), 1024):
-                    lp = torch.log_softmax(logits[row, cols[at: at + 1024]].float(), dim=-1)
-                    values += lp.gather(1, target[at: at + 1024, None]).squeeze(1).tolist()
-                rows.append(values)
-            seconds = (time.perf_counter() - start) / len(batch)
-            for j, r, values in zip(order[b: b + self.batch_size], batch, rows):
-                out[j] = TokenLogprobs(r.sample_id, tuple(values), seconds)
-        return out  # type: ignore[return-value]
-
-    def _logits_at(self, ids, mask, positions: list[int]):
-        """Logits at the given sequence positions only (logits_to_keep), and a position -> column map."""
-        torch = self._torch
-        with torch.inference_mode():
-            try:
-                logits = self.model(input_ids=ids, attention_mask=mask,
-                                    logits_to_keep=torch.tensor(positions, device=ids.device)).logits
-                if logits.shape[1] == len(positions):
-                    return logits, {p: c for c, p in enumerate(positions)}
-            except TypeError:  # a model without logits_to_keep
-                pass
-            logits = self.model(input_ids=ids, attention_mask=mask).logits
-        return logits, {p: p for p in positions}
-
-
-def rolling_windows(tokens: list[int], prefix_token: int, max_len: int) -> list[tuple[list[int], list[int]]]:
-    """Disjoint (context, continuation) windows covering tokens, each input at most max_len tokens (as lm-eval)."""
-    out: list[tuple[list[int], list[int]]] = []
-    if not tokens:
-        return out
-    first = min(max_len, len(tokens))
-    out.append(([prefix_token], tokens[:first]))
-    done = first
-    while done < len(tokens):
-        n = min(len(tokens) - done, max_len)
-        end = done + n
-        window = tokens[max(end - max_len - 1, 0) : end - 1]
-        out.append((window[: len(window) - (n - 1)], tokens[end - n : end]))
-        done = end
-    return out
-

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,9 +85,11 @@ def merge_left_padded(caches: list[list[tuple[Any, Any]]], lengths: list[int]) -
     return merged
 
 
-def prefill_batch(model: Any, ids_list: list[list[int]], pad_id: int, device: str) -> Prefilled | None:
+def prefill_batch(model: Any, ids_list: list[list[int]], pad_id: int, device: str,
+                  prefill: Callable[[Any, list[int], str], Any] = prefill_alone) -> Prefilled | None:
     """Prefill each prompt alone (all but its last token) and merge the caches; None where they cannot be merged
-    (a one-token prompt, or a model whose cache is not plain DynamicLayers): the caller decodes one at a time."""
+    (a one-token prompt, or a model whose cache is not plain DynamicLayers): the caller decodes one at a time.
+    `prefill` prefills one prompt (hf_prefix.py's starts from the previous prompt's shared prefix)."""
     import torch
     from transformers import DynamicCache
 
@@ -95,7 +98,7 @@ def prefill_batch(model: Any, ids_list: list[list[int]], pad_id: int, device: st
     caches, seconds = [], []
     with torch.inference_mode():
         for ids in ids_list:
-            layers, took = prefill_alone(model, ids, device)
+            layers, took = prefill(model, ids, device)
             if layers is None:
                 return None
             caches.append(layers)

@@ -12,7 +12,7 @@ pytest.importorskip("lm_eval")
 def test_rolling_windows_are_lm_evals():
     from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
-    from ctxbench.harness.backends.hf import rolling_windows
+    from ctxbench.harness.backends.hf_loglik import rolling_windows
 
     for n in (0, 1, 5, 16, 17, 40, 100):
         toks = list(range(100, 100 + n))
