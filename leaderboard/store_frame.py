@@ -20,6 +20,7 @@ import json
 import math
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,15 +111,7 @@ def runs_frame(root: Path, run_ids: list[str] | None = None) -> pd.DataFrame:
 def store_frames(stores: list[RunStore]) -> StoreFrames:
     runs = [(s, s.read_record(), s.latest()) for s in stores]
     runs.sort(key=lambda t: (t[1].get("created") or "", t[1]["run_id"]))  # later runs win ties between duplicates
-    fps: dict[str, set[str]] = defaultdict(set)
-    precisions: dict[str, set[str]] = defaultdict(set)
-    for _, rec, _ in runs:
-        fps[_label(rec)].add(fingerprint(rec))
-        precisions[_label(rec)].add(precision(rec))
-    notes = [f"{label!r} names runs of {len(f)} different models (weights fingerprints); each is shown apart, "
-             "its fingerprint after its name" for label, f in sorted(fps.items()) if len(f) > 1]
-    notes += [f"{label!r} names runs at {len(p)} precisions ({', '.join(sorted(x or '?' for x in p))}); each is shown "
-              "apart, its precision after its name" for label, p in sorted(precisions.items()) if len(p) > 1]
+    fps, precisions, notes = _shared_labels([rec for _, rec, _ in runs])
 
     units: dict[tuple, tuple[int, dict[str, Any], dict[str, Any]]] = {}  # key -> (rank, row, run info)
     pending: dict[tuple, tuple[str, int]] = {}
@@ -147,15 +140,8 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
                 if units[key][0] > rank:
                     continue
             units[key] = (rank, row, info)
-        for task, per_length in (rec.get("plan") or {}).items():
-            if task in losses:
-                continue
-            for length, n in per_length.items():
-                for j in range(int(n)):
-                    sid = f"{task}@{length}#{j}"
-                    if sid not in latest:
-                        late = j >= ends.get((task, int(length)), int(n))
-                        (stopped if late else pending)[(model, fp, seed, sid)] = (task, int(length))
+        for sid, task, length, late in _unscored(rec, latest, losses, ends):
+            (stopped if late else pending)[(model, fp, seed, sid)] = (task, length)
         provenance.append(_provenance(store, rec, latest, model, fp, losses))
         if losses:
             notes.append(f"run {rec['run_id']}: {', '.join(sorted(losses))} (perplexity) is not on the board; "
@@ -170,6 +156,35 @@ def store_frames(stores: list[RunStore]) -> StoreFrames:
     scores = pd.DataFrame(scored, columns=SCORE_COLUMNS) if scored else pd.DataFrame(columns=SCORE_COLUMNS)
     skipped = [where for s in stores for where in s.read_stats.bad] + bad_rows
     return StoreFrames(scores, _cells(units, pending, stopped, sequential), pd.DataFrame(provenance), skipped, notes)
+
+
+def _shared_labels(records: list[dict[str, Any]]) -> tuple[dict[str, set[str]], dict[str, set[str]], list[str]]:
+    """Each label's weights fingerprints and precisions, and a note for a label that names several of either (each
+    is then shown apart, its fingerprint or precision after its name)."""
+    fps: dict[str, set[str]] = defaultdict(set)
+    precisions: dict[str, set[str]] = defaultdict(set)
+    for rec in records:
+        fps[_label(rec)].add(fingerprint(rec))
+        precisions[_label(rec)].add(precision(rec))
+    notes = [f"{label!r} names runs of {len(f)} different models (weights fingerprints); each is shown apart, "
+             "its fingerprint after its name" for label, f in sorted(fps.items()) if len(f) > 1]
+    notes += [f"{label!r} names runs at {len(p)} precisions ({', '.join(sorted(x or '?' for x in p))}); each is shown "
+              "apart, its precision after its name" for label, p in sorted(precisions.items()) if len(p) > 1]
+    return fps, precisions, notes
+
+
+def _unscored(rec: dict[str, Any], latest: dict[str, Any], losses: set[str],
+              ends: dict[tuple[str, int], int]) -> Iterator[tuple[str, str, int, bool]]:
+    """A run's planned samples without a row: (sample id, task, length, late), late where a sequential run stopped
+    that length before reaching the sample (stopped, not pending)."""
+    for task, per_length in (rec.get("plan") or {}).items():
+        if task in losses:
+            continue
+        for length, n in per_length.items():
+            for j in range(int(n)):
+                sid = f"{task}@{length}#{j}"
+                if sid not in latest:
+                    yield sid, task, int(length), j >= ends.get((task, int(length)), int(n))
 
 
 def precision(rec: dict[str, Any]) -> str:
