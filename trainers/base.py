@@ -99,6 +99,14 @@ class TrainerConfig(BaseModel):
     loss_chunk_tokens: int = Field(0, ge=0, description="compute the LM head and cross-entropy this many positions at a "
                                    "time, so the full logits are never held (long sequences, large vocabularies); 0 = off. "
                                    "The loss and gradients are the same (to float rounding)", json_schema_extra=EXECUTION)
+    tiled_mlp: int = Field(0, ge=0, description="compute each MLP over the sequence in this many tiles, recomputed in "
+                           "backward (DeepSpeed's ALST TiledMLP), so its tokens x intermediate activations exist one tile "
+                           "at a time; Llama-style gated MLPs; 0 = off. The same loss and gradients (to float rounding)",
+                           json_schema_extra=EXECUTION)
+    activation_offload: bool = Field(False, description="keep what autograd saves for backward in CPU memory "
+                                     "(torch.autograd.graph.save_on_cpu; with gradient_checkpointing: every layer's "
+                                     "input), brought back layer by layer in backward; the same loss and gradients",
+                                     json_schema_extra=EXECUTION)
     deepspeed: str | None = Field(None, description="zero3, zero3_offload (configs/deepspeed/) or a DeepSpeed JSON path")
     sequence_parallel: Annotated[int, Field(ge=1)] | SequenceParallel = Field(
         1, description="processes that share each sequence: N is DeepSpeed-Ulysses over N (needs deepspeed; divides the "

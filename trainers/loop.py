@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ctxbench.harness.core.errors import ConfigError
-from ctxbench.harness.core.io import publish_files, slug
+from ctxbench.harness.core.io import slug
 from ctxbench.harness.core.locks import holder_path, single_writer
 from ctxbench.harness.core.signals import Interrupted
+from ctxbench.trainers.alst import alst_trainer_class, check_alst, tile_mlps
 from ctxbench.trainers.base import (
     MANIFEST_NAME,
     RUN_MARK,
@@ -39,6 +40,7 @@ from ctxbench.trainers.base import (
     deepspeed_path,
 )
 from ctxbench.trainers.callbacks import training_callbacks
+from ctxbench.trainers.checkpoints import last_checkpoint, publish_model
 from ctxbench.trainers.distributed import (
     check_data_parallel,
     check_sequence_parallel,
@@ -276,11 +278,12 @@ class HFTrainer:
         check_sequence_parallel(c.sequence_layout, deepspeed=c.deepspeed, attn=c.attn_implementation, seq_len=seq_len,
                                 trainer=self.name, supported=self.sequence_parallel_ok, heads=model_heads(c.base_model),
                                 has_cuda=self._has_cuda())
+        check_alst(c, world=self.world_size())
 
     def _train(self, data: DataBundle, args: Any, callbacks: Sequence[Any]) -> TrainResult:
         c, run, out = self.config, self.run, self.output_dir
         last = last_checkpoint(out)
-        model = self.build_model(data)
+        model = tile_mlps(self.build_model(data), c.tiled_mlp)
         params = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())  # ZeRO-3: the full sizes
         record = self._record(data, params)
         if self.is_main:
@@ -288,7 +291,7 @@ class HFTrainer:
             run.repair()
         per_step = data.tokens_per_sequence * c.per_device_batch_size * c.gradient_accumulation_steps * self.data_parallel_size()
         shown = training_callbacks(run, per_step, self.console, self.name)
-        hf = self.hf_trainer_class()(
+        hf = alst_trainer_class(self.hf_trainer_class(), c)(
             model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=self.data_collator(),
             processing_class=self.tokenizer, callbacks=[*shown, *callbacks],
         )
@@ -383,17 +386,3 @@ class HFTrainer:
         return TrainResult(self.run_id, self.run.dir, self.output_dir, int(m["steps"]), int(m["tokens"]["trained"]),
                            m.get("train_loss"), m.get("eval_loss"), m.get("resumed_from_step"), float(m.get("seconds", 0)),
                            skipped)
-
-
-def publish_model(staging: Path, out: Path) -> None:
-    """Move a saved model from `staging` into `out` file by file (each rename atomic), config.json and then the
-    manifest last: a kill during the final save leaves the old files or a directory without config.json, never
-    one that looks like a model over torn weights."""
-    publish_files(staging, out, last=("config.json", MANIFEST_NAME))
-
-
-def last_checkpoint(out: Path) -> str | None:
-    """The newest checkpoint-N that finished saving (has trainer_state.json); None to start from step 0."""
-    found = [(int(p.name.split("-")[-1]), p) for p in out.glob("checkpoint-*")
-             if p.name.split("-")[-1].isdigit() and (p / "trainer_state.json").exists()] if out.is_dir() else []
-    return str(max(found)[1]) if found else None

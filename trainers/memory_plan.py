@@ -22,6 +22,7 @@ from typing import Any
 
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.trainers.context_parallel import layout
+from ctxbench.trainers.plan_margin import margin_lines, margin_of
 
 GIB = 1024**3
 CLUSTERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -56,6 +57,10 @@ class Shape:
     def largest_layer(self) -> int:
         """Parameters of the largest module (DeepSpeed's model_to_params: the embedding, in these models)."""
         return max(self.vocab * self.hidden, (3 if self.gated_mlp else 2) * self.hidden * self.intermediate)
+
+    def mlp_bytes(self) -> int:
+        """Of activation_bytes: what the MLP saves beyond its input (up, gate, activation, product; 2 for GPT-NeoX)."""
+        return 2 * self.intermediate * (4 if self.gated_mlp else 2)
 
     def activation_bytes(self) -> int:
         """16-bit bytes saved for backward per token by one layer with flash/SDPA attention: the norm inputs (kept in
@@ -110,6 +115,8 @@ class Workload:
     checkpointing: bool = False
     eager: bool = False  # eager attention keeps the S x S scores
     loss_chunk_tokens: int = 0  # chunked loss: the logits of at most this many positions exist at once; 0: all
+    tiled_mlp: int = 0  # MLP tiles (DeepSpeed's TiledMLP): the MLP saves only its input; 0: off
+    activation_offload: bool = False  # what autograd saves (checkpointed: the layer inputs) kept in CPU memory
 
 
 @dataclass(frozen=True)
@@ -121,10 +128,17 @@ class Plan:
     optimizer: float
     activations: float
     cpu_per_node: float  # DeepSpeed's CPU estimate with offload (8 GPUs a node), else 0
+    logits: float = 0.0  # of the activations: the loss's logits term
+    offloaded: float = 0.0  # activation_offload: the bytes per GPU kept in CPU memory instead
 
     @property
     def total(self) -> float:
         return self.weights + self.gradients + self.optimizer + self.activations
+
+    @property
+    def bound(self) -> float:
+        """The peak a GPU may measure: the total and its margin (trainers/plan_margin.py)."""
+        return self.total + margin_of(self).total
 
 
 def per_gpu(w: Workload, gpus: int) -> Plan:
@@ -142,21 +156,34 @@ def per_gpu(w: Workload, gpus: int) -> Plan:
             cpu = 18.0 * p * 1.5  # DeepSpeed: zero_init, offloaded parameters and optimiser, per node
     local = w.seq_len / w.sequence_parallel
     tokens = local * w.sequences
-    kept = s.layers if not w.checkpointing else 1  # layers whose working set is alive at once
-    acts = tokens * s.activation_bytes() * kept + (tokens * 2 * s.hidden * s.layers if w.checkpointing else 0)
+    acts, offloaded = layer_activations(w, tokens)
     if w.eager:
+        kept = s.layers if not w.checkpointing else 1
         acts += kept * w.sequences * (s.heads / w.sequence_parallel) * w.seq_len**2 * 4.0
     logit_rows = tokens * w.logit_positions
     if w.loss_chunk_tokens:
         logit_rows = min(logit_rows, w.loss_chunk_tokens)  # one chunk's logits at a time, forward and recomputed backward
-    acts += logit_rows * s.vocab * 10.0  # 16-bit logits, their fp32 copy, the fp32 gradient
-    return Plan(w, gpus, weights, grads, optim, acts, cpu)
+    logits = logit_rows * s.vocab * 10.0  # 16-bit logits, their fp32 copy, the fp32 gradient
+    return Plan(w, gpus, weights, grads, optim, acts + logits, cpu, logits, offloaded)
+
+
+def layer_activations(w: Workload, tokens: float) -> tuple[float, float]:
+    """(bytes the layers keep on the GPU for backward, bytes activation offload keeps in CPU memory instead)."""
+    s = w.shape
+    layer = s.activation_bytes() - (s.mlp_bytes() if w.tiled_mlp else 0)  # tiled: the MLP keeps its input alone
+    kept = s.layers if not w.checkpointing else 1  # layers whose working set is alive at once
+    inputs = tokens * 2 * s.hidden * s.layers if w.checkpointing else 0.0
+    offloaded = 0.0
+    if w.activation_offload:  # back to the GPU one layer at a time in backward
+        offloaded = inputs if w.checkpointing else tokens * layer * (s.layers - 1)
+    tile = tokens / w.tiled_mlp * s.mlp_bytes() if w.tiled_mlp else 0.0  # one tile's intermediates, while it runs
+    return tokens * layer * kept + inputs - offloaded + tile, offloaded
 
 
 def smallest_cluster(w: Workload, gpu_bytes: float) -> Plan | None:
     """The plan on the fewest GPUs (a multiple of the sequence-parallel degree) that fits; None: none does."""
     for n in CLUSTERS:
-        if n % w.sequence_parallel == 0 and (plan := per_gpu(w, n)).total <= HEADROOM * gpu_bytes:
+        if n % w.sequence_parallel == 0 and (plan := per_gpu(w, n)).bound <= HEADROOM * gpu_bytes:
             return plan
     return None
 
@@ -196,7 +223,8 @@ def workload(config: Any, name: str, *, seq_len: int, sequences: int, trainable:
     zero = 3 if sp.ring > 1 else zero  # ring attention runs under FSDP2 full_shard: ZeRO-3's partitioning
     return Workload(name, shape, seq_len, sequences, shape.params() if trainable is None else trainable, logit_positions,
                     zero, offload, sp.degree, sp.ring, config.gradient_checkpointing, config.attn_implementation == "eager",
-                    getattr(config, "loss_chunk_tokens", 0))
+                    getattr(config, "loss_chunk_tokens", 0), getattr(config, "tiled_mlp", 0),
+                    getattr(config, "activation_offload", False))
 
 
 def lora_trainable(shape: Shape, lora: Any) -> int:
@@ -224,14 +252,19 @@ def render(workloads: list[Workload], gpu_gib: float) -> list[str]:
                      f"{w.sequences} x {w.seq_len:,} tokens per GPU, {z}, sequence parallel {w.sequence_parallel}"
                      f"{f' (ring {w.ring})' if w.ring > 1 else ''}, "
                      f"activation checkpointing {'on' if w.checkpointing else 'off'}"
-                     f"{f', loss in chunks of {w.loss_chunk_tokens:,} tokens' if w.loss_chunk_tokens else ''}")
+                     f"{f', loss in chunks of {w.loss_chunk_tokens:,} tokens' if w.loss_chunk_tokens else ''}"
+                     f"{f', tiled MLP in {w.tiled_mlp} tiles' if w.tiled_mlp else ''}"
+                     f"{', activation offload' if w.activation_offload else ''}")
         plan = smallest_cluster(w, gpu)
         shown = plan or per_gpu(w, max(CLUSTERS))
         cpu = f", CPU {gib(shown.cpu_per_node)} per node" if shown.cpu_per_node else ""
         lines.append(f"  per GPU on {shown.gpus} GPU(s): weights {gib(shown.weights)}, gradients {gib(shown.gradients)}, "
                      f"optimizer {gib(shown.optimizer)}, activations {gib(shown.activations)}; total {gib(shown.total)}{cpu}")
+        if shown.offloaded:
+            lines.append(f"  activations offloaded to CPU: {gib(shown.offloaded)} per GPU (CPU memory, not in the total)")
+        lines += margin_lines(shown, gib)
         if plan is not None:
-            lines.append(f"  fits: {plan.gpus} x {gpu_gib:g} GiB GPU(s) (at most {HEADROOM:.0%} of each used)")
+            lines.append(f"  fits: {plan.gpus} x {gpu_gib:g} GiB GPU(s) (total and margin at most {HEADROOM:.0%} of each)")
         else:
             sp = needed_sequence_parallel(w, gpu)
             need = needed_layout(sp, w.shape.heads) if sp else "more than sequence parallelism (a smaller micro-batch or model)"

@@ -102,6 +102,9 @@ def test_the_plan_of_every_shipped_config(ctxbench):
         text = path.read_text()
         method = "hqa_sft" if "stages:" in text else "logo" if path.name.startswith("logo") else "cpt"
         code, out, err = ctxbench("train", method, "--config", str(path), "--plan")
+        if "base_model: runs/" in text:  # a second stage (prolong-*-512k): its base is the first stage's checkpoint
+            assert code == 2 and err.strip().startswith("error: base_model: no shape known for 'runs/"), (path.name, err)
+            continue
         assert code == 0, (path.name, err)
         assert "per GPU on" in out and ("fits: " in out or "does not fit" in out), out
     code, out, _ = ctxbench("train", "hqa_sft", "--config", "configs/trainers/hqa-sft-llama3.1-8b-1m.yaml", "--plan")

@@ -315,6 +315,7 @@ class HQASFTTrainer(StageTrainer):
                 for st in self.stage_configs()]
 
     def train(self, *, callbacks=(), fresh: bool = False) -> TrainResult:
+        from ctxbench.trainers.alst import check_alst
         from ctxbench.trainers.distributed import check_sequence_parallel, model_heads
 
         heads = model_heads(self.config.base_model)
@@ -322,6 +323,7 @@ class HQASFTTrainer(StageTrainer):
             try:
                 check_sequence_parallel(st.sequence_parallel, deepspeed=st.deepspeed, attn=st.attn_implementation,
                                         seq_len=st.seq_len, trainer=self.name, heads=heads, has_cuda=self._has_cuda())
+                check_alst(st, world=self.world_size())
             except ConfigError as e:
                 raise ConfigError(f"stages.{st.stage}.{e}") from None
         stages = self.stage_trainers()
