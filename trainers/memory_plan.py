@@ -188,6 +188,17 @@ def smallest_cluster(w: Workload, gpu_bytes: float) -> Plan | None:
     return None
 
 
+def longest_seq_len(w: Workload, gpus: int, gpu_bytes: float, step: int = 1024, most: int = 1 << 24) -> int:
+    """The longest sequence (a multiple of `step`, at most `most`) whose plan and margin fit `gpus` GPUs as `w` is laid
+    out; 0: not even `step` tokens. Activations grow with the length, so the search halves."""
+    fits = lambda n: per_gpu(replace(w, seq_len=n * step), gpus).bound <= HEADROOM * gpu_bytes  # noqa: E731
+    lo, hi = 0, most // step
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo * step
+
+
 def needed_sequence_parallel(w: Workload, gpu_bytes: float) -> int | None:
     """The smallest sequence-parallel degree with which `w` fits somewhere (None: not even at the largest cluster);
     past the head count it is ring attention's."""

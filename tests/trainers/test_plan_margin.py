@@ -51,3 +51,18 @@ def test_fitting_counts_the_margin():
     gpu = (plan.total + (plan.bound - plan.total) / 2) / HEADROOM  # room for the parts, not for the margin
     assert smallest_cluster(w, gpu) is None
     assert smallest_cluster(w, plan.bound / HEADROOM).gpus == 1
+
+
+def test_the_longest_length_is_the_last_that_fits():
+    from dataclasses import replace
+
+    from ctxbench.trainers.memory_plan import HEADROOM, longest_seq_len
+
+    w = replace(RECORDED[0][0], loss_chunk_tokens=8192)
+    gpu = 80 * GIB
+    longest = longest_seq_len(w, 1, gpu)
+    assert longest % 1024 == 0 and longest > 65536
+    assert per_gpu(replace(w, seq_len=longest), 1).bound <= HEADROOM * gpu
+    assert per_gpu(replace(w, seq_len=longest + 1024), 1).bound > HEADROOM * gpu
+    assert longest_seq_len(replace(w, sequence_parallel=8, ring=8, zero=3), 8, gpu) > 4 * longest  # a ring of 8
+    assert longest_seq_len(w, 1, 0.5 * GIB) == 0  # not even 1K tokens
