@@ -132,12 +132,14 @@ def check_ceiling(model: str, prices: PriceTable, ceiling: Ceiling, estimate: To
                   sequential: bool = False) -> None:
     """Refuse, before anything is written, a ceiling the plan's estimate (plus what the run already spent) exceeds;
     a money ceiling for a model without a price."""
+    if not estimate.samples:
+        return  # nothing left to score: a finished run's table needs no ceiling
     if ceiling.max_cost is not None and spent.price is None:
         raise ConfigError(f"--max-cost: no price for {model} in {prices.path or 'the price table'}; add it or use --max-tokens")
     bound = 0 if sequential else 1  # --until: only what is already spent refuses; the mid-run ceiling does the rest
     cost = spent.cost + bound * (estimate.cost(spent.price) or 0.0)
     what = "the run has spent" if sequential else "the plan's estimate is"
-    if ceiling.max_cost is not None and spent.rows + estimate.samples and cost > ceiling.max_cost:
+    if ceiling.max_cost is not None and cost > ceiling.max_cost:
         to_go = "" if sequential else f" (${spent.cost:,.4f} spent, up to ${cost - spent.cost:,.4f} to go)"
         raise ConfigError(f"--max-cost: {what} ${cost:,.4f}{to_go} > ${ceiling.max_cost:,.4f}; raise --max-cost, or "
                           "score fewer samples (--samples, --lengths, --until)")
