@@ -23,14 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ctxbench.harness.core.config import one_line, validate_config
 from ctxbench.harness.core.errors import ConfigError
 from ctxbench.harness.core.identity import content_hash
-from ctxbench.harness.core.io import append_jsonl
 from ctxbench.harness.core.registry import register
 from ctxbench.trainers.base import DataBundle, ScratchModel, TrainerConfig, apply_rope
 from ctxbench.trainers.logo.data import FORMAT, LogoDataConfig, read_manifest
 from ctxbench.trainers.logo.lora import LoraSpec
+from ctxbench.trainers.logo.metrics import METRICS as METRICS  # the run file the tests and readers name
+from ctxbench.trainers.logo.metrics import metrics_callback
 from ctxbench.trainers.loop import HFTrainer
-
-METRICS = "metrics.jsonl"
 
 
 class LogoTrainData(BaseModel):
@@ -382,20 +381,3 @@ class LogoTrainer(HFTrainer):
         trained = lora_trainable(shape_of(c.base_model), c.lora) if c.lora else None
         return [workload(c, c.label or self.name, seq_len=seq, sequences=c.per_device_batch_size * group,
                          trainable=trained, logit_positions=min(1.0, reply / seq))]
-
-
-def metrics_callback(trainer: LogoTrainer) -> Any:
-    """Append the logged rewards and SFT loss to <run>/metrics.jsonl (rank 0), for reward-margin curves."""
-    from transformers import TrainerCallback
-
-    class MetricsLog(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if not state.is_world_process_zero or not logs:
-                return
-            row = {k: float(v) for k, v in logs.items() if "rewards/" in k or "sft_loss" in k}
-            if row:
-                split = "eval" if any(k.startswith("eval_") for k in row) else "train"
-                row = {k.removeprefix("eval_"): v for k, v in row.items()}
-                append_jsonl(trainer.run.dir / METRICS, [{"step": state.global_step, "split": split, **row}])
-
-    return MetricsLog()
