@@ -143,6 +143,10 @@ class OpenAIArgs(BackendArgs):
     thinking_switch: bool = Field(True, description="chat with --thinking on/off: send chat_template_kwargs "
                                   "{enable_thinking: ...} (vLLM, SGLang); false for servers that refuse the field")
     reasoning_effort: str | None = Field(None, description="passed as reasoning_effort (gpt-oss, OpenAI reasoning models)")
+    cache_control: bool = Field(False, description="chat: mark the prompt prefix each request shares with its neighbours "
+                                "(the schedule declares it) with Anthropic-style cache_control breakpoints, for servers that "
+                                "cache only there; OpenAI-style servers cache shared prefixes themselves",
+                                json_schema_extra=EXECUTION)
     # execution-only: the same request bodies reach the same model, only through the provider's batch queue (half the
     # price where offered), so a run may switch between direct and batch requests and resume either way
     batch_api: bool = Field(False, description="send generation requests as provider batches (OpenAI Batch API: "

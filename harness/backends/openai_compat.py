@@ -79,6 +79,8 @@ def check_arguments(a: OpenAIArgs) -> None:
     refuse_two_credentials(a.base_url, a.api_key_env)
     if a.prompt_format == "ids" and a.api == "chat":
         raise ConfigError("backend_args.prompt_format: ids works with api=completions only")
+    if a.cache_control and a.api != "chat":
+        raise ConfigError("backend_args.cache_control: breakpoints mark chat messages; use it with api=chat")
     if not a.base_url.startswith(("http://", "https://")):
         raise ConfigError(f"backend_args.base_url: expected http(s)://host:port/v1, got {redact(a.base_url)!r}")
 
@@ -131,6 +133,7 @@ class OpenAIBackend(PromptBuilding, BatchMode, RetryingHTTP):
         self.prompt_format = a.prompt_format
         self.extra_body = dict(a.extra_body or {})
         self.thinking_switch, self.reasoning_effort = a.thinking_switch, a.reasoning_effort
+        self.cache_control = a.cache_control  # breakpoints at the declared shared prefixes (openai_prompts.py)
         self.batch_api, self.batch_poll_interval = a.batch_api, a.batch_poll_interval
         # batch mode: one provider batch per generate() call, so larger calls (each batch waits its turn at the provider)
         self.batch_size = a.batch_size or (BATCH_API_SIZE if a.batch_api else self.concurrency * 4)
@@ -281,6 +284,7 @@ class OpenAIBackend(PromptBuilding, BatchMode, RetryingHTTP):
 
     async def _run(self, requests: list[Request]) -> list[Prediction]:
         prepared: list[PreparedRequest | Prediction] = []
+        self.plan_breakpoints(requests)
         for r in requests:  # sequential: local tokenization is CPU-bound; PromptTooLongError stops before sending
             try:
                 prepared.append(await self._prepare(r))

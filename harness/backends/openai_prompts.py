@@ -2,8 +2,15 @@
 
 Split from openai_compat.py (which opens the client, probes the server and sends): the length check before sending
 (local or server-side counting; refuse, or cut the middle as text or ids), the chat messages with the answer prefix
-continued or appended to the user turn, and the run's protocol fields (sampling, thinking switch, reasoning effort).
+continued or appended to the user turn, the run's protocol fields (sampling, thinking switch, reasoning effort), and
+(`cache_control: true`) Anthropic-style prompt-cache breakpoints at the shared prefixes the schedule declares.
 `PromptBuilding` is a mixin: it uses the backend's tokenizer, settings and `_call`.
+
+Prompt caches: requests arrive in the schedule's order (harness/run/prefix.py: prompts sharing a context back to
+back, each declaring the characters it shares with the one before it). OpenAI-style servers cache shared prefixes
+themselves; a server that caches only at marked breakpoints (Anthropic's cache_control) gets two marks per request:
+where it shares its prompt with the request before it (a read) and with the one after it (written for that one), each
+moved back to the last line break before it, so that every question over one document breaks where the document ends.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from ctxbench.harness.core.types import Request
 
 CONTINUE_FIELDS = {"continue_final_message": True, "add_generation_prompt": False}
 USER_JOIN = "\n"  # user-turn mode: user_text + USER_JOIN + answer prefix (stripped)
+EPHEMERAL = {"type": "ephemeral"}  # Anthropic's cache_control value (a five-minute cache)
 
 
 @dataclass
@@ -41,6 +49,33 @@ class PromptBuilding:
         if self.prefill == "continue":
             return [*system, {"role": "user", "content": user}, {"role": "assistant", "content": r.answer_prefix}]
         return [*system, {"role": "user", "content": user + USER_JOIN + r.answer_prefix.strip()}]
+
+    def plan_breakpoints(self, requests: list[Request]) -> None:
+        """Note what each request shares with the one after it (its successor's declaration): the second mark."""
+        self._following = {r.sample_id: after.shared_prefix for r, after in zip(requests, requests[1:])}
+
+    def _marked(self, r: Request, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The messages with cache_control marks at the shared prefixes (see the module docstring); unchanged when
+        the request shares nothing or the template rewrote its user text."""
+        start = r.prompt.find(r.user_text) if r.user_text else -1
+        shared = [c for c in (r.shared_prefix, getattr(self, "_following", {}).get(r.sample_id, 0)) if c > 0]
+        user = next((i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "user"), None)
+        if start < 0 or not shared or user is None:
+            return messages
+        cuts = set()
+        for c in shared:
+            cut = r.user_text.rfind("\n", 0, c - start) + 1 if c > start else 0
+            cuts.add(min(cut, len(messages[user]["content"])))
+        out = [dict(m) for m in messages]
+        if 0 in cuts and user > 0:  # the shared part ends before the user text: the earlier messages are cached whole
+            out[user - 1]["content"] = [{"type": "text", "text": out[user - 1]["content"], "cache_control": EPHEMERAL}]
+        text, blocks, at = out[user]["content"], [], 0
+        for cut in sorted(cuts - {0}):
+            blocks.append({"type": "text", "text": text[at:cut], "cache_control": EPHEMERAL})
+            at = cut
+        if blocks:
+            out[user]["content"] = blocks + ([{"type": "text", "text": text[at:]}] if at < len(text) else [])
+        return out
 
     def _protocol(self, r: Request) -> dict[str, Any]:
         """Body fields of the run's protocol: sampling (else greedy), the thinking switch passed through (chat: the
@@ -135,7 +170,7 @@ class PromptBuilding:
             else:
                 raise PromptTooLongError(f"{r.sample_id}: cannot cut the chat prompt below {limit} tokens")
             truncated = original - n
-        body["messages"] = messages
+        body["messages"] = self._marked(r, messages) if self.cache_control and not truncated else messages
         if self._continuing(r):
             body.update(CONTINUE_FIELDS)
         body.update(self.extra_body)
