@@ -72,3 +72,17 @@ def test_a_backend_object_handed_in_needs_no_registration():
 
     plan = SimpleNamespace(backend="stub", until=None, execution_args=lambda: {})
     assert "batch_dependent" not in execution(plan, {}, [])
+
+
+def test_a_model_free_backend_without_its_own_fingerprint_is_filed_apart(scratch):
+    """The run's identity files it as the store's resume check and the board read it (`NAME:...`): before, a plugin
+    backend that declared model_free but had no fingerprint() was refused on resume ("a different model fingerprint")."""
+    from types import SimpleNamespace
+
+    from ctxbench.harness.run.planning import model_fingerprint
+
+    scratch.register("backend", "parrot", model_free=True)(lambda **kw: None)
+    assert model_fingerprint(SimpleNamespace(name="parrot"), "no-such-model-dir") == "parrot:name:no-such-model-dir"
+    assert model_fingerprint(SimpleNamespace(name="hf"), "no-such-model-dir") == "name:no-such-model-dir"
+    echo = SimpleNamespace(name="echo", fingerprint=lambda: f"echo:{WEIGHTS}")  # one that says so itself: unchanged
+    assert model_fingerprint(echo, "smollm2-135m") == f"echo:{WEIGHTS}"

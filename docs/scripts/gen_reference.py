@@ -238,7 +238,7 @@ FIELD_MEANING = {
     "suite": "the suite's name (`adhoc` style names for suites built from --tasks)",
     "suite_config": "the suite as loaded and validated: lengths, samples, seed, tasks with their full args",
     "model": "what --model named (alias, directory, .gguf file or hub id)",
-    "backend": "hf, vllm, openai, lmeval:<type> or echo",
+    "backend": "the registered backend that scored it (`ctxbench backends`; lmeval:<type> names lm-eval's model type)",
     "backend_args": "the backend's arguments as validated (secrets masked; keys from the environment never written)",
     "tokenizer": "the tokenizer that fitted the prompts",
     "tokenizer_fingerprint": "hash of the tokenizer's files: samples depend on it",

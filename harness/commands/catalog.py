@@ -133,6 +133,10 @@ def _backend_line(name: str) -> str:
         parts.append(f"{name}:<model_type> picks the type")
     if traits.distributions:
         parts.append(f"records {', '.join(traits.distributions)} versions")
+    if traits.model_free:
+        parts.append(f"model-free (answers without the model: its runs are {name}(<model>) on a board)")
+    if traits.batch_dependent:
+        parts.append("greedy outputs can depend on which prompts share a batch")
     if origin is not None:
         parts.append(f"plugin {origin.distribution}" + (f" {origin.version}" if origin.version else ""))
     return "; ".join(parts)

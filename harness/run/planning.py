@@ -32,7 +32,7 @@ from ctxbench.harness.core.prompting import PromptRenderer
 from ctxbench.harness.core.redact import redact_all, url_secrets
 from ctxbench.harness.core.store import RunStore, check_identity
 from ctxbench.harness.core.task_versions import suite_task_versions
-from ctxbench.harness.core.types import Generation, board_name, repeat_id
+from ctxbench.harness.core.types import Generation, board_name, repeat_id, run_fingerprint
 from ctxbench.harness.run.cost_guard import plan_cost
 from ctxbench.harness.run.judge_budget import JudgeBudget, JudgeCost, check_budget, judge_cost
 from ctxbench.harness.run.plan_bounds import check_counts
@@ -258,14 +258,18 @@ class Built:
 
 
 def model_fingerprint(backend: Any, model: str) -> str:
-    """The backend's own fingerprint if it has one, else a hash of the local weights, else the model's name."""
+    """The backend's own fingerprint if it has one, else a hash of the local weights, else the model's name; filed
+    under a model-free backend's name (`echo:...`, types.run_fingerprint) whether or not its fingerprint() says so,
+    as the store's resume check and the board read it."""
     own = getattr(backend, "fingerprint", None)
     if callable(own):
-        return str(own())
-    try:
-        return weights_fingerprint(model)
-    except (ConfigError, OSError):
-        return "name:" + model
+        found = str(own())
+    else:
+        try:
+            found = weights_fingerprint(model)
+        except (ConfigError, OSError):
+            found = "name:" + model
+    return run_fingerprint(str(getattr(backend, "name", "") or ""), found)
 
 
 def plan_cells(suite: Suite, ctx: GenContext, keep=lambda sample_id: True, repeats: int = 1,
