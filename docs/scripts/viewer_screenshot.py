@@ -110,6 +110,8 @@ def screenshot(ci: bool) -> bytes:
             work = Path(tmp)
             png = work / "viewer.png"
             shoot(build_board(work), png, browser, work / "profile")
+            for old in cached.parent.glob("viewer-*.png"):  # pictures of code that changed since
+                old.unlink(missing_ok=True)
             shutil.copyfile(png, cached)
     return cached.read_bytes()
 
