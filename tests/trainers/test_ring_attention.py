@@ -128,3 +128,27 @@ def test_torch_ring_attention_still_has_no_cpu_kernel():
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120,
                          env={"PROBE_PORT": str(port), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
     assert "refused:" in out.stdout and "_scaled_dot_product_flash_attention_for_cpu" in out.stdout, out.stderr[-2000:]
+
+
+def test_an_hqa_stage_ring_on_a_cpu_is_refused_naming_the_stage_before_any_data(tmp_path, monkeypatch):
+    from ctxbench.trainers.hqa.trainer import HQASFTConfig, HQASFTTrainer
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    stage = {"name": "s1", "data": "hqa-tiny", "seq_len": 1024, "sequence_parallel": {"ring": 2}}
+    cfg = HQASFTConfig(base_model={"config": TINY}, store=str(tmp_path / "runs"), stages=[stage])
+    with pytest.raises(ConfigError, match=r"^stages\.s1\.sequence_parallel\.ring: 2 needs CUDA GPUs"):
+        HQASFTTrainer(cfg).train()
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(ValueError, match="per stage"):
+        HQASFTConfig(base_model="m", stages=[stage], sequence_parallel={"ring": 2})
+
+
+def test_resuming_under_another_layout_is_refused(tmp_path):
+    """Run marks record the layout: Ulysses 2 as 2 (as before rings), a ring as a mapping; another is refused."""
+    from ctxbench.trainers.distributed import refuse_other_world_size
+
+    ring = SequenceParallel(ring=2).spec
+    refuse_other_world_size(tmp_path, 1, 1, sp_before=ring, sp_now=SequenceParallel(ring=2).spec)  # the same: resumes
+    refuse_other_world_size(tmp_path, 1, 1, sp_before=2, sp_now=layout(2).spec)
+    with pytest.raises(ConfigError, match=r"trained with sequence_parallel 2, this config has \{'ulysses': 1, 'ring': 2\}"):
+        refuse_other_world_size(tmp_path, 1, 1, sp_before=2, sp_now=ring)
