@@ -20,9 +20,10 @@ def generation(*, thinking: str, max_thinking_tokens: Optional[int], system_prom
     if max_thinking_tokens is not None and (max_thinking_tokens < 1 or thinking == "off"):
         raise ConfigError("--max-thinking-tokens: " + ("must be at least 1" if max_thinking_tokens < 1 else
                                                         "a thinking budget needs --thinking on (or auto)"))
-    if thinking != "off" and backend.startswith("lmeval"):
-        raise ConfigError(f"--thinking: backend {backend} (lm-eval's model) has no thinking budget or reasoning split; "
-                          "use --backend hf, vllm or openai")
+    if thinking != "off" and not registry.declared("backend", backend, "thinking", True):
+        able = [n for n in registry.names("backend") if registry.declared("backend", n, "thinking", True)]
+        raise ConfigError(f"--thinking: backend {backend} has no thinking budget or reasoning split; use --backend "
+                          f"{', '.join(able)} (`ctxbench backends`), or --thinking off")
     if system_prompt is not None and not system_prompt.strip():
         raise ConfigError("--system-prompt: empty; give the text of the system turn, or drop the option")
     sampling = sampling_kwargs(gen_kwargs)

@@ -86,3 +86,22 @@ def test_a_model_free_backend_without_its_own_fingerprint_is_filed_apart(scratch
     assert model_fingerprint(SimpleNamespace(name="hf"), "no-such-model-dir") == "name:no-such-model-dir"
     echo = SimpleNamespace(name="echo", fingerprint=lambda: f"echo:{WEIGHTS}")  # one that says so itself: unchanged
     assert model_fingerprint(echo, "smollm2-135m") == f"echo:{WEIGHTS}"
+
+
+def test_thinking_is_refused_where_the_backend_declared_it_has_none(scratch):
+    """`--thinking on` was refused by name (`backend.startswith("lmeval")`); now by what a backend declared."""
+    from ctxbench.harness.cli_generation import generation
+    from ctxbench.harness.core.errors import ConfigError
+
+    scratch.register("backend", "plain_lm", thinking=False)(lambda **kw: None)
+
+    def protocol(backend):
+        return generation(thinking="on", max_thinking_tokens=None, system_prompt=None, gen_kwargs=None, repeats=1,
+                          backend=backend)
+
+    for backend in ("plain_lm", "lmeval:hf"):
+        with pytest.raises(ConfigError, match=rf"--thinking: backend {backend} has no thinking budget or reasoning "
+                                              r"split; use --backend .*echo.*hf"):
+            protocol(backend)
+    assert protocol("echo").thinking == "on" and protocol("never-registered").thinking == "on"
+    assert not registry.backend_traits("lmeval").thinking and registry.backend_traits("hf").thinking

@@ -51,7 +51,8 @@ def lmeval(*, model: str, truncation: str = "refuse", **kwargs):
     return LMEvalBackend(model=model, truncation=truncation, **args.model_dump())
 
 
-register("backend", "lmeval", args=LMEvalArgs, distributions=("lm_eval",))(lmeval)  # greedy only: lm-eval's gen_kwargs are its own
+# greedy only (lm-eval's gen_kwargs are its own); no thinking budget or reasoning split: lm-eval's model generates
+register("backend", "lmeval", args=LMEvalArgs, distributions=("lm_eval",), thinking=False)(lmeval)
 
 
 def split_backend_name(name: str) -> tuple[str, dict[str, Any]]:

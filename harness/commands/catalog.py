@@ -137,6 +137,8 @@ def _backend_line(name: str) -> str:
         parts.append(f"model-free (answers without the model: its runs are {name}(<model>) on a board)")
     if traits.batch_dependent:
         parts.append("greedy outputs can depend on which prompts share a batch")
+    if not traits.thinking:
+        parts.append("no --thinking")
     if origin is not None:
         parts.append(f"plugin {origin.distribution}" + (f" {origin.version}" if origin.version else ""))
     return "; ".join(parts)

@@ -247,7 +247,9 @@ TRAITS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
                 "distributions": (_is_names, "the distributions whose versions a record names, e.g. ('vllm',)"),
                 "model_free": (lambda v: isinstance(v, bool), "True if its answers never come from the model (as echo)"),
                 "batch_dependent": (lambda v: isinstance(v, bool),
-                                    "True if which prompts share a batch can change its greedy outputs (as vllm)")},
+                                    "True if which prompts share a batch can change its greedy outputs (as vllm)"),
+                "thinking": (lambda v: isinstance(v, bool),
+                             "False if it has no thinking budget or reasoning split (as lmeval); True by default")},
     "task": {"args": (_is_model, "the pydantic model of its arguments"),
              "version": (_is_version, "an integer >= 0 (harness/core/task_versions.py)")},
     "metric": {"scale": (lambda v: isinstance(v, str), "a scale name (harness/core/metrics.py)"),
@@ -280,7 +282,7 @@ def _entry_name(kind: str, name: str, field: str | None) -> str:
 @dataclasses.dataclass(frozen=True)
 class BackendTraits:
     """What a backend declared when it registered: register("backend", NAME, args=Model, samples=True,
-    distributions=("vllm",), model_free=True, batch_dependent=True). A plugin backend declares the same and is checked,
+    distributions=("vllm",), model_free=True, batch_dependent=True, thinking=False). A plugin backend declares the same and is checked,
     listed, recorded and filed the same."""
 
     name: str
@@ -289,6 +291,7 @@ class BackendTraits:
     distributions: tuple[str, ...] = ()  # packages whose versions can change its results (a record names them)
     model_free: bool = False  # answers without the model (echo): its runs are filed and named apart from the model's
     batch_dependent: bool = False  # a batching engine (vllm): a session notes that greedy outputs can depend on batches
+    thinking: bool = True  # takes --thinking on/auto (a thinking budget, the reasoning split); lm-eval's model does not
 
     @property
     def execution(self) -> frozenset[str]:
@@ -304,7 +307,7 @@ def backend_traits(name: str, *, field: str | None = None) -> BackendTraits:
     declared = _INFO.get(("backend", entry), {})
     return BackendTraits(entry, declared.get("args"), declared.get("samples", False),
                          tuple(declared.get("distributions", ())), declared.get("model_free", False),
-                         declared.get("batch_dependent", False))
+                         declared.get("batch_dependent", False), declared.get("thinking", True))
 
 
 @dataclasses.dataclass(frozen=True)
