@@ -31,18 +31,33 @@ def test_the_token_account_round_trips_and_comes_from_the_prediction() -> None:
 
 
 def test_the_servers_usage_wins_and_says_so() -> None:
-    """usage's cached and reasoning tokens are read (hidden reasoning too, outside thinking mode); an answer cut to its
-    budget here is counted, not the server's."""
+    """usage's cached and reasoning tokens are read (hidden reasoning too); an answer cut to its budget here is counted,
+    not the server's."""
     from ctxbench.harness.backends.openai_replies import parse_completion, token_account, within_budget
     from ctxbench.harness.core.models import load_tokenizer
 
     usage = {"prompt_tokens": 900, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 512},
              "completion_tokens_details": {"reasoning_tokens": 5}}
     sent = parse_completion({"choices": [{"text": "ok"}], "usage": usage}, "completions")
-    assert token_account(sent, sent, thinking=False) == {"cached_tokens": 512, "token_source": "server", "reasoning_tokens": 5}
-    assert token_account(sent, sent, thinking=True)["reasoning_tokens"] is None  # thinking: the split counts it
+    assert token_account(sent, sent) == {"cached_tokens": 512, "token_source": "server", "reasoning_tokens": 5}
     bare = parse_completion({"choices": [{"text": "ok"}]}, "completions")
-    assert token_account(bare, bare, thinking=False) == {"cached_tokens": None, "token_source": "counted", "reasoning_tokens": None}
+    assert token_account(bare, bare) == {"cached_tokens": None, "token_source": "counted", "reasoning_tokens": None}
     long = parse_completion({"choices": [{"text": "word " * 50}], "usage": {**usage, "completion_tokens": 50}}, "completions")
     cut = within_budget(long, 4, load_tokenizer("smollm2-135m", light=True))
-    assert cut.over_budget and token_account(long, cut, thinking=False)["token_source"] == "counted"
+    assert cut.over_budget and token_account(long, cut)["token_source"] == "counted"
+
+
+def test_hidden_reasoning_a_server_reports_is_counted_in_thinking_mode() -> None:
+    """--thinking on with a model whose reasoning the server hides (billed, never shown): the row's reasoning tokens
+    are the server's count, not 0; a counted backend's row without reasoning stays at 0."""
+    from ctxbench.harness.core.config import TaskSpec, build_task
+    from ctxbench.harness.core.types import Generation
+
+    task = build_task(TaskSpec(task="ruler/niah_single_1"))
+    s = Sample(task=task.name, length=1024, index=0, prompt="Question?", answers=("42",), prompt_tokens=10,
+               max_new_tokens=8)
+    hidden = Prediction(s.id, "The answer is 42.", 10, 50, 0.1, reasoning_tokens=40, token_source="server")
+    row = sample_row(task, s, hidden, Generation(thinking="on"), tokenizer=None)
+    assert row.reasoning_tokens == 40 and row.extra["answer_tokens"] == 10 and row.score == 1.0
+    counted = Prediction(s.id, "The answer is 42.", 10, 50, 0.1, reasoning_tokens=40, token_source="counted")
+    assert sample_row(task, s, counted, Generation(thinking="on"), tokenizer=None).reasoning_tokens == 0

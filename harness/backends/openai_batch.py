@@ -271,7 +271,7 @@ class BatchMode:
         a = within_budget(answer, r.generation_limit, self.tokenizer)
         return Prediction(r.sample_id, a.text, a.prompt_tokens or p.prompt_tokens, a.completion_tokens or 0, seconds,
                           p.truncated, timing="batch-share", reasoning=a.reasoning, over_budget=a.over_budget,
-                          **token_account(answer, a, r.thinking))  # cached, reasoning tokens; the server's or counted
+                          **token_account(answer, a))  # cached, reasoning tokens; the server's or counted
 
     # ---------------------------------------------------------------- http (multipart upload, raw file content)
 

@@ -280,7 +280,7 @@ class OpenAIBackend(PromptBuilding, BatchMode, RetryingHTTP):
         # the latency of the attempt that answered (retries' waits are not the model's time)
         return Prediction(r.sample_id, a.text, a.prompt_tokens or p.prompt_tokens, a.completion_tokens or 0, timing[-1],
                           p.truncated, reasoning=a.reasoning, over_budget=a.over_budget,
-                          **token_account(answer, a, r.thinking))  # cached, reasoning tokens; the server's or counted
+                          **token_account(answer, a))  # cached, reasoning tokens; the server's or counted
 
     async def _run(self, requests: list[Request]) -> list[Prediction]:
         prepared: list[PreparedRequest | Prediction] = []

@@ -129,14 +129,14 @@ def parse_completion(data: Any, api: str) -> Answer:
                   usage_reasoning_tokens=details.reasoning_tokens)
 
 
-def token_account(sent: Answer, kept: Answer, thinking: bool) -> dict[str, Any]:
+def token_account(sent: Answer, kept: Answer) -> dict[str, Any]:
     """A prediction's token account (harness/core/rows.py): the server's counts win where it gave both and the answer
-    was kept as sent (`token_source` "server"); an answer cut or counted here is "counted". Outside thinking mode the
-    reasoning tokens are the server's report, hidden reasoning included (what a reasoning model bills); in thinking
-    mode they stay what the thinking split reads (harness/run/batch.py thinking_split)."""
+    was kept as sent (`token_source` "server"); an answer cut or counted here is "counted". Reasoning the server
+    returned apart counts as kept; else the usage report's reasoning tokens (hidden reasoning, which a reasoning model
+    bills, or reasoning inline in the text) where the counts are the server's."""
     server = (sent.prompt_tokens is not None and sent.completion_tokens is not None and not kept.over_budget
               and kept.completion_tokens == sent.completion_tokens)
-    reasoning = kept.reasoning_tokens if thinking else (sent.usage_reasoning_tokens if server else None)
+    reasoning = kept.reasoning_tokens if kept.reasoning is not None else sent.usage_reasoning_tokens if server else None
     return {"cached_tokens": sent.cached_tokens, "token_source": "server" if server else "counted",
             "reasoning_tokens": reasoning}
 

@@ -69,8 +69,8 @@ def thinking_split(task, s: Sample, p: Prediction, tokenizer: Any) -> tuple[str,
     rerun does not retry it."""
     split = task.split_thinking(p.text, s, api_reasoning=p.reasoning, opened=opened_in_prompt(s.prompt))
     tokens = p.reasoning_tokens
-    if not split.reasoning:
-        tokens = 0
+    if not split.reasoning:  # none shown: a server's count of hidden reasoning (billed), else none
+        tokens = (p.reasoning_tokens or 0) if p.token_source == "server" and p.reasoning is None else 0
     elif tokens is None and not split.finished and split.form != "api":
         tokens = p.generated_tokens
     elif tokens is None:
