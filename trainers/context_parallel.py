@@ -71,11 +71,17 @@ def check_ring(sp: SequenceParallel, *, deepspeed: str | None, attn: str, seq_le
 
 def ring_arguments(kw: dict[str, Any], sp: SequenceParallel, world: int) -> dict[str, Any]:
     """TrainingArguments keys for ring attention over sp.ring processes: FSDP2 over all of them, context parallel in
-    groups of sp.ring (transformers shards input_ids, labels and position_ids along the sequence per step)."""
+    groups of sp.ring (transformers shards input_ids, labels and position_ids along the sequence per step). The key and
+    value shards pass round the ring (torch's `alltoall` rotation; accelerate's default, `allgather`, would gather the
+    whole sequence's keys and values on every process). Activation checkpointing is FSDP's own (transformers' would
+    add an all-gather in backward)."""
     if sp.ring == 1:
         return kw
     from accelerate.parallelism_config import ParallelismConfig
+    from accelerate.utils import TorchContextParallelConfig
 
-    config = ParallelismConfig(dp_shard_size=world // sp.ring, cp_size=sp.ring, cp_backend="torch")
-    fsdp_config = {"version": 2, **kw.get("fsdp_config", {})}
-    return {**kw, "fsdp": kw.get("fsdp") or "full_shard", "fsdp_config": fsdp_config, "parallelism_config": config}
+    config = ParallelismConfig(dp_shard_size=world // sp.ring, cp_size=sp.ring, cp_backend="torch",
+                               cp_handler=TorchContextParallelConfig(cp_comm_strategy="alltoall"))
+    fsdp_config = {"version": 2, "activation_checkpointing": bool(kw.get("activation_checkpointing")),
+                   **kw.get("fsdp_config", {})}
+    return {**kw, "fsdp": True, "fsdp_config": fsdp_config, "activation_checkpointing": False, "parallelism_config": config}

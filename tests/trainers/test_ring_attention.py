@@ -68,10 +68,17 @@ def test_a_ring_passes_the_head_limit(monkeypatch):
 
 def test_ring_arguments_are_fsdp2_context_parallel(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "4")
-    kw = sequence_parallel_arguments({"output_dir": "x"}, SequenceParallel(ring=2), "sdpa")
+    kw = sequence_parallel_arguments({"output_dir": "x", "activation_checkpointing": True}, SequenceParallel(ring=2), "sdpa")
     pc = kw["parallelism_config"]
     assert (pc.cp_size, pc.cp_backend, pc.dp_shard_size, pc.sp_size) == (2, "torch", 2, 1)
-    assert kw["fsdp"] == "full_shard" and kw["fsdp_config"]["version"] == 2
+    assert pc.cp_handler.cp_comm_strategy == "alltoall"  # the ring rotation, not an all-gather of every key and value
+    assert kw["fsdp"] is True and kw["fsdp_config"] == {"version": 2, "activation_checkpointing": True}
+    assert kw["activation_checkpointing"] is False  # FSDP's own checkpointing instead of transformers'
+    from transformers import TrainingArguments
+
+    monkeypatch.delenv("WORLD_SIZE")
+    args = TrainingArguments(**{**kw, "report_to": [], "use_cpu": True})  # transformers takes them (on a CPU, too)
+    assert args.parallelism_config.cp_size == 2 and args.fsdp_config["version"] == 2
     assert sequence_parallel_arguments({"output_dir": "x"}, 1, "sdpa") == {"output_dir": "x"}
 
 
