@@ -1,8 +1,7 @@
 """Bad input: a one-line error naming the field, a non-zero exit, no traceback, nothing written."""
 
-import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -13,8 +12,16 @@ tasks: [ruler/niah_single_1]
 """
 
 
-def run_cli(*args, cwd: Path):
-    return subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+@pytest.fixture()
+def run_cli(ctxbench, monkeypatch):
+    """run_cli(*args, cwd=...): the CLI through its main() in this process, in cwd (a refusal needs no process of its
+    own); the result reads as a finished process's (returncode, stdout, stderr)."""
+    def run(*args: str, cwd: Path) -> SimpleNamespace:
+        monkeypatch.chdir(cwd)
+        code, out, err = ctxbench(*args)
+        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+    return run
 
 
 CASES = {
@@ -33,7 +40,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_bad_suite_is_one_clear_line(case, tmp_path, repo_root):
+def test_bad_suite_is_one_clear_line(case, tmp_path, repo_root, run_cli):
     text, field, hint = CASES[case]
     suite = tmp_path / "suite.yaml"
     suite.write_text(text)
@@ -47,7 +54,7 @@ def test_bad_suite_is_one_clear_line(case, tmp_path, repo_root):
     assert not out.exists()  # nothing half-written
 
 
-def test_bad_cli_values(tmp_path, repo_root):
+def test_bad_cli_values(tmp_path, repo_root, run_cli):
     r = run_cli("score", "--suite", "no-such-suite", "--backend", "echo", cwd=repo_root)
     assert r.returncode == 2 and "suite" in r.stderr and "ruler-quick" in r.stderr
     r = run_cli("score", "--lengths", "1k,abc", "--backend", "echo", cwd=repo_root)

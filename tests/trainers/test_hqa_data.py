@@ -267,10 +267,7 @@ def test_short_documents_are_skipped_and_counted_or_refused(tmp_path, smol_token
         synthesize("hqa", cfg, generator=stub_generator(cfg, smol_tokenizer))
 
 
-def test_bad_data_configs_are_one_line(tmp_path, data_dir, repo_root):
-    import subprocess
-    import sys
-
+def test_bad_data_configs_are_one_line(tmp_path, data_dir, repo_root, ctxbench, monkeypatch):
     import yaml
 
     from ctxbench.trainers.hqa.data import load_data_config
@@ -285,11 +282,12 @@ def test_bad_data_configs_are_one_line(tmp_path, data_dir, repo_root):
         with pytest.raises(ConfigError) as e:
             synthesize("hqa", load_data_config(f))
         assert hint in str(e.value) and "\n" not in str(e.value)
-    # on the command line: one line on stderr, exit 2, before any generator call (a 200-token generator window)
+    # on the command line (in process: a refusal needs no process): one line on stderr, exit 2, before any generator
+    # call (a 200-token generator window)
     f.write_text(yaml.safe_dump({**good, "generator": {"model": "smollm2-135m", "backend": "echo", "max_new_tokens": 32,
                                                         "backend_args": {"context_length": 200}}}))
-    res = subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", "data", "hqa", "--config", str(f)], cwd=repo_root,
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 2 and "generator.model: context of 200 tokens" in res.stderr, res.stderr[-1500:]
-    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    monkeypatch.chdir(repo_root)
+    code, _, err = ctxbench("data", "hqa", "--config", str(f))
+    assert code == 2 and "generator.model: context of 200 tokens" in err, err[-1500:]
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())

@@ -220,15 +220,12 @@ def test_data_from_another_tokenizer_is_refused(tmp_path, datasets):
         HQASFTTrainer(HQASFTConfig(**raw)).train()
 
 
-def test_stage_option_is_refused_by_trainers_without_stages(tmp_path, repo_root):
-    import subprocess
-    import sys
-
+def test_stage_option_is_refused_by_trainers_without_stages(tmp_path, repo_root, ctxbench, monkeypatch):
     f = tmp_path / "cpt.yaml"
     f.write_text("base_model: smollm2-135m\ndata: {path: x}\n")
-    res = subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", "train", "cpt", "--config", str(f), "--stage", "a"],
-                         cwd=repo_root, capture_output=True, text=True, timeout=120)
-    assert res.returncode == 2 and "--stage: trainer 'cpt' has no stages" in res.stderr and "Traceback" not in res.stderr
+    monkeypatch.chdir(repo_root)  # the CLI in process: a refusal needs no process of its own
+    code, _, err = ctxbench("train", "cpt", "--config", str(f), "--stage", "a")
+    assert code == 2 and "--stage: trainer 'cpt' has no stages" in err and "Traceback" not in err
 
 
 # --- shipped configs -----------------------------------------------------------------------------------------
