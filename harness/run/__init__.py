@@ -3,6 +3,7 @@
 
 planning.py (with plan_bounds.py, plan_inputs.py, plan_size.py, judge_budget.py) checks a plan before anything is
 written; runner.py records the run and hands its cells to the one scoring loop, loop.py, which drives a schedule:
-full.py (every sample at full N) or sequential.py (--until rounds; the rule and adaptive.json in until.py, its
-refusals in sequential_checks.py). batch.py scores one batch: requests, the thinking split, rows, log-prob rows.
+full.py (every sample at full N), sequential.py (--until rounds; the rule and adaptive.json in until.py, its
+refusals in sequential_checks.py) or external.py (tasks another harness scores whole: lm-eval). batch.py scores one
+batch: requests, the thinking split, rows, log-prob rows.
 """
