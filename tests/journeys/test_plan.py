@@ -3,6 +3,7 @@
 A user pilots a suite (a few samples), then asks the plan for the full suite: the expected samples and time of
 `--until effective-length` beside the full protocol's, the smallest difference two models can show, and the N to
 detect a given one. The plan writes nothing; bad input is one line, exit 2.
+The default tier's commands here run in process (`user_in_process`).
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ tasks:
 """
 
 
-def test_plan_from_a_pilot_run(user):
-    (user.cwd / "suite.yaml").write_text(SUITE)
-    pilot = user.run("ctxbench score --backend echo --backend-arg delay=0.01 --suite suite.yaml --samples 3")
+def test_plan_from_a_pilot_run(user_in_process):
+    (user_in_process.cwd / "suite.yaml").write_text(SUITE)
+    pilot = user_in_process.run("ctxbench score --backend echo --backend-arg delay=0.01 --suite suite.yaml --samples 3")
     assert pilot.code == 0, pilot.err
-    (run_dir,) = (user.cwd / "runs").iterdir()
-    before = user.files()
+    (run_dir,) = (user_in_process.cwd / "runs").iterdir()
+    before = user_in_process.files()
 
-    r = user.run(f"ctxbench plan --suite suite.yaml --from runs/{run_dir.name} --pilot runs/{run_dir.name} "
+    r = user_in_process.run(f"ctxbench plan --suite suite.yaml --from runs/{run_dir.name} --pilot runs/{run_dir.name} "
                  "--detect 10")
 
     assert r.code == 0, r.err
@@ -35,15 +36,15 @@ def test_plan_from_a_pilot_run(user):
     assert [line.split("│")[1].strip() for line in table] == ["512", "1K"]  # a row per length, with its pilot score
     assert "whole suite:" in r.out and "of the full protocol" in r.out
     assert "smallest detectable difference" in r.out and "to detect 10 points at one length: N=" in r.out
-    assert user.files() == before, "a plan wrote to disk"
+    assert user_in_process.files() == before, "a plan wrote to disk"
 
 
-def test_plan_without_scores_shows_what_each_score_would_cost(user):
-    r = user.run("ctxbench plan --suite ruler --samples-per-second 4 --width 10")
+def test_plan_without_scores_shows_what_each_score_would_cost(user_in_process):
+    r = user_in_process.run("ctxbench plan --suite ruler --samples-per-second 4 --width 10")
     assert r.code == 0, r.err
     assert "full protocol 39,000 samples" in r.out and "~2.7 h" in r.out
     assert "if a length scores" in r.out and "--until width=10" in r.out
-    assert user.files() == set()
+    assert user_in_process.files() == set()
 
 
 @pytest.mark.parametrize("args,line", [

@@ -3,6 +3,7 @@ an older ctxbench (schema 2, commit 4eafb19) is read, resumed and put on the boa
 
 The run id and the resume check depend only on what can change a prediction (weights, tokenizer, template, task
 args, seed, dtype, truncation); batch size, threads, device, delay, concurrency and retries are recorded per session.
+The default tier's commands here run in process (`user_in_process`).
 """
 
 from __future__ import annotations
@@ -52,24 +53,24 @@ def test_resume_with_another_batch_size_continues_the_same_run(user):
     assert all(s["ended"] >= s["started"] for s in sessions), "every session says when it ended (item 16)"
 
 
-def test_a_schema2_run_resumes_after_an_execution_change_and_reaches_the_board(user):
-    shutil.copytree(SCHEMA2 / "smollm2-135m-j-756bd799", user.cwd / "runs" / "smollm2-135m-j-756bd799")
-    shutil.copy(SCHEMA2 / "j.yaml", user.cwd / "j.yaml")
-    run_dir = user.cwd / "runs" / "smollm2-135m-j-756bd799"
+def test_a_schema2_run_resumes_after_an_execution_change_and_reaches_the_board(user_in_process):
+    shutil.copytree(SCHEMA2 / "smollm2-135m-j-756bd799", user_in_process.cwd / "runs" / "smollm2-135m-j-756bd799")
+    shutil.copy(SCHEMA2 / "j.yaml", user_in_process.cwd / "j.yaml")
+    run_dir = user_in_process.cwd / "runs" / "smollm2-135m-j-756bd799"
     before = _ids(run_dir)
     assert sum(before.values()) == 5
 
-    r = user.run("ctxbench score --backend echo --suite j.yaml --batch-size 2")  # 4eafb19 ran it with batch_size 4
+    r = user_in_process.run("ctxbench score --backend echo --suite j.yaml --batch-size 2")  # 4eafb19 ran it with batch_size 4
     assert r.code == 0, r.err
-    assert [p.name for p in (user.cwd / "runs").iterdir()] == [run_dir.name], "the old run was not resumed"
+    assert [p.name for p in (user_in_process.cwd / "runs").iterdir()] == [run_dir.name], "the old run was not resumed"
     after = _ids(run_dir)
     assert sum(after.values()) == 8 and set(after.values()) == {1}, f"samples redone: {after}"
     record = json.loads((run_dir / "record.json").read_text())
     assert record["schema_version"] == 3 and len(record["sessions"]) == 2
 
-    board = user.run("ctxbench board build --store runs --out board")
+    board = user_in_process.run("ctxbench board build --store runs --out board")
     assert board.code == 0, board.err
-    assert (user.cwd / "board" / "results.csv").is_file()
+    assert (user_in_process.cwd / "board" / "results.csv").is_file()
 
 
 def test_the_store_reads_a_schema2_record(tmp_path):

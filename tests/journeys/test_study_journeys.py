@@ -4,6 +4,7 @@
 A step of a study is done only while its output is there and matches: deleting a study's runs/ (to re-score) and
 rerunning scores again, instead of printing "no comparisons" over an empty report. A study or method name becomes a
 directory, so a name that is a path (`../../X`, `..`) is refused with one line before anything is written.
+The default tier's commands here run in process (`user_in_process`).
 """
 
 from __future__ import annotations
@@ -37,13 +38,13 @@ eval:
 
 @pytest.mark.parametrize(("old", "new", "named"), [("name: tiny", "name: ../../X", "'../../X'"),
                                                     ("{name: b,", "{name: '..',", "'..'")])
-def test_a_name_that_is_a_path_is_refused(user: User, old: str, new: str, named: str):
-    (user.cwd / "study.yaml").write_text(STUDY.replace(old, new))
-    r = user.run("ctxbench study study.yaml")
+def test_a_name_that_is_a_path_is_refused(user_in_process: User, old: str, new: str, named: str):
+    (user_in_process.cwd / "study.yaml").write_text(STUDY.replace(old, new))
+    r = user_in_process.run("ctxbench study study.yaml")
     assert r.code == 2, r.err[-2000:]
     assert r.last_err_line.startswith("error: ") and named in r.last_err_line and "plain name" in r.last_err_line
-    assert user.files() == {"study.yaml"}
-    assert not (user.cwd.parent / "X").exists()  # studies/../../X
+    assert user_in_process.files() == {"study.yaml"}
+    assert not (user_in_process.cwd.parent / "X").exists()  # studies/../../X
 
 
 def test_a_scoring_step_is_done_only_while_its_run_is_complete(tmp_path: Path):

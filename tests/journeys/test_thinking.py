@@ -4,6 +4,7 @@ The test server is a scripted "model" on loopback: it reads the needle from each
 in one of the formats reasoning models use (`<think>…</think>`, a block the template opened, gpt-oss channels, the
 API's `reasoning_content`, and unfinished blocks of each kind), and then answers right or wrong. The reasoning always
 names the right value, so a run that scored the reasoning as the answer would score every sample 1.
+The default tier's commands here run in process (`user_in_process`).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def reasoning_server():
     server.close()
 
 
-def test_thinking_run_scores_the_final_answers_in_every_format(user, reasoning_server):
+def test_thinking_run_scores_the_final_answers_in_every_format(user_in_process, reasoning_server):
     """`--thinking on` against a server that reasons in every format: each sample scores what its final answer
     deserves, the reasoning and its exact token count are stored beside it, unfinished blocks are failed samples
     (thinking_unfinished) counted 0; a thinking-off run of the same model is another row on the board, and the board
@@ -92,11 +93,11 @@ def test_thinking_run_scores_the_final_answers_in_every_format(user, reasoning_s
     server = reasoning_server
     score = (f"ctxbench score --model smollm2-135m --backend openai --backend-arg base_url={server.url} "
              "--backend-arg api=chat --tasks ruler/niah_single_1 --lengths 1024 --samples 14 --store runs")
-    r = user.run(f"{score} --thinking on --max-thinking-tokens 256")
+    r = user_in_process.run(f"{score} --thinking on --max-thinking-tokens 256")
     assert r.code == 0, r.err
     assert "6 samples never closed their reasoning (thinking_unfinished)" in r.err
     assert "smollm2-135m [thinking on, 256] on adhoc" in r.out, r.out  # the table says which protocol it scored
-    run_dir = next(p for p in (user.cwd / "runs").iterdir() if (p / "record.json").exists())
+    run_dir = next(p for p in (user_in_process.cwd / "runs").iterdir() if (p / "record.json").exists())
     record = json.loads((run_dir / "record.json").read_text())
     assert record["generation"] == {"thinking": "on", "max_thinking_tokens": 256}
     rows = [json.loads(line) for line in sample_lines(run_dir)]
@@ -120,14 +121,14 @@ def test_thinking_run_scores_the_final_answers_in_every_format(user, reasoning_s
     assert body["chat_template_kwargs"] == {"enable_thinking": True} and body["max_tokens"] == 128 + 256
     assert body["messages"][-1]["role"] == "user" and "The special magic number for" not in body["messages"][-1]["content"][-80:]
 
-    again = user.run(f"{score} --thinking on --max-thinking-tokens 256")  # unfinished samples are outcomes, not retried
+    again = user_in_process.run(f"{score} --thinking on --max-thinking-tokens 256")  # unfinished samples are outcomes, not retried
     assert again.code == 0 and "all 14 samples are scored already" in again.err, again.err
-    off = user.run(score)  # the same model without thinking: another run, another row
+    off = user_in_process.run(score)  # the same model without thinking: another run, another row
     assert off.code == 0, off.err
-    assert len([p for p in (user.cwd / "runs").iterdir() if (p / "record.json").exists()]) == 2
-    board = user.run("ctxbench board build --store runs --out board")
+    assert len([p for p in (user_in_process.cwd / "runs").iterdir() if (p / "record.json").exists()]) == 2
+    board = user_in_process.run("ctxbench board build --store runs --out board")
     assert board.code == 0, board.err
-    table = (user.cwd / "board" / "leaderboard.md").read_text()
+    table = (user_in_process.cwd / "board" / "leaderboard.md").read_text()
     # two models on the board; the thinking one with its mode beside the name, its reasoning cost per cell
     assert "| smollm2-135m \\[thinking on, 256\\] | ruler/niah\\_single\\_1 | 1K |" in table, table
     mean = sum(row["reasoning_tokens"] for row in rows) / len(rows)

@@ -4,6 +4,7 @@ The echo backend's `accuracy` argument answers each sample right with a probabil
 sample id, so a length at 1.0 is clearly above the threshold and one at 0.0 clearly below. The run stops each length
 once its verdict is settled, says so (the printed lines, adaptive.json, the record), the board marks the prefix
 cells, a rerun without --until extends the same run to N without redoing a sample, and Ctrl-C then a rerun resumes.
+The default tier's commands here run in process (`user_in_process`).
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ def ids(path: Path) -> list[str]:
     return [json.loads(line)["id"] for line in rows(path)]
 
 
-def test_until_stops_settled_lengths_the_board_marks_them_and_a_plain_rerun_extends_to_n(user: User, data_dir):
-    r = user.run(f"{SCORE} --until effective-length")
+def test_until_stops_settled_lengths_the_board_marks_them_and_a_plain_rerun_extends_to_n(user_in_process: User, data_dir):
+    r = user_in_process.run(f"{SCORE} --until effective-length")
     assert r.code == 0, r.err
     assert "512: settled above" in r.out and "1024: settled below" in r.out, r.out
-    run = run_dir(user)
+    run = run_dir(user_in_process)
     state = json.loads((run / "adaptive.json").read_text())
     assert state["rule"] == {"until": "effective-length", "alpha": 0.05, "threshold": 85.6}
     above, below = state["lengths"]["512"], state["lengths"]["1024"]
@@ -49,20 +50,20 @@ def test_until_stops_settled_lengths_the_board_marks_them_and_a_plain_rerun_exte
     record = json.loads((run / "record.json").read_text())
     assert record["sessions"][-1]["execution"]["until"] == "effective-length"
 
-    b = user.run("ctxbench board build")
+    b = user_in_process.run("ctxbench board build")
     assert b.code == 0, b.err
-    row = main_rows(user.cwd / "board")["seq"]
+    row = main_rows(user_in_process.cwd / "board")["seq"]
     assert row["1K"].endswith(f"n={2 * below['rounds']}/{2 * N} ‡"), row  # a prefix never looks like a full-N cell
     assert "‡" in row["Avg"]
-    board = (user.cwd / "board" / "leaderboard.md").read_text()
+    board = (user_in_process.cwd / "board" / "leaderboard.md").read_text()
     assert "‡ sequential (ctxbench score --until)" in board
     assert f"1024: settled below after {below['rounds']} of {N} rounds" in board
 
-    again = user.run(SCORE)  # the same command without --until: the same run, extended to N
+    again = user_in_process.run(SCORE)  # the same command without --until: the same run, extended to N
     assert again.code == 0, again.err
     assert ids(run)[: len(scored)] == scored and len(ids(run)) == len(set(ids(run))) == 4 * N
-    assert user.run("ctxbench board build").code == 0
-    row = main_rows(user.cwd / "board")["seq"]
+    assert user_in_process.run("ctxbench board build").code == 0
+    row = main_rows(user_in_process.cwd / "board")["seq"]
     assert row["1K"].endswith(f"n={2 * N}") and "‡" not in row["1K"] + row["512"], row
 
 
