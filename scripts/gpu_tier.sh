@@ -6,6 +6,8 @@
 #   python3 -c "from ctxbench.harness.core.models import load_tokenizer as l; l('smollm2-135m').save_pretrained('.whl/tok')"
 #   cp -r ../shared/data .whl/data
 # then, on the device, with .whl carried: bash scripts/gpu_tier.sh   (writes $OUT/gpu.log when OUT is set)
+# What skips there: tests/gpu/test_ring_attention_cuda.py needs 2 GPUs (the lent machines have one); the tiled_mlp
+# cases of tests/gpu/test_memory_plan_cuda.py need deepspeed, which ships as a source package only (not carried).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
