@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxbench.harness.backends.hf_batched import cache_kwarg, decode_groups, prefill_alone, prefill_batch
+from ctxbench.harness.backends.hf_decode_loop import decode_rows, plain_greedy
 from ctxbench.harness.backends.hf_decoding import make as make_budget
 from ctxbench.harness.backends.hf_decoding import reasoning_length, sampling
 from ctxbench.harness.backends.hf_loglik import LogLikelihood
@@ -171,6 +172,12 @@ class HFBackend(LogLikelihood):
         eos = getattr(gen, "eos_token_id", None) or self.tokenizer.eos_token_id
         self.stop_ids = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.pad_token_id}
 
+    @property
+    def batches_across_cells(self) -> bool:
+        """The run loop batches one length's samples across cells (harness/run/full.py): a CPU decode step for 8 rows
+        costs about what one for 1 does, and a cell often holds fewer samples than a batch."""
+        return self.batched_decode
+
     def info(self) -> dict[str, Any]:
         return {
             "model": self.ref.name,
@@ -216,9 +223,7 @@ class HFBackend(LogLikelihood):
         return [idx[j: j + n] for idx in same.values() for j in range(0, len(idx), n)]
 
     def _batch(self, batch: list[Request], encoded: list[tuple[list[int], int, int]]) -> list[Prediction]:
-        torch = self._torch
         thinking = batch[0].thinking  # a batch shares the run's protocol
-        max_new = max(r.generation_limit for r in batch)
         inputs, own_prefill, reused = self._inputs([ids for ids, _, _ in encoded], [d for _, _, d in encoded])
         if inputs is None:  # caches that cannot be merged: one at a time
             return [p for r, e in zip(batch, encoded) for p in self._batch([r], [e])]
@@ -228,31 +233,38 @@ class HFBackend(LogLikelihood):
             processors.append(make_budget(self.tokenizer, budget=batch[0].max_thinking_tokens,
                                           prompt_len=inputs["input_ids"].shape[1],
                                           opened=[opened_in_prompt(r.prompt) for r in batch]))
-        start = time.perf_counter()
-        with torch.inference_mode():
-            gen = self.model.generate(
-                **inputs, max_new_tokens=max_new, **sampling(batch[0]),
-                pad_token_id=self.tokenizer.pad_token_id, logits_processor=processors,
-            )
-        end = time.perf_counter()
-        first = clock.first or end  # the first step's logits exist once the prompt is prefilled
+        new, start, first, end, decode = self._decode(batch, inputs, processors, clock, thinking)
         k = len(batch)
         timing = "sample" if k == 1 else "batch-share"
-        new = gen[:, inputs["input_ids"].shape[1]:].tolist()
         preds = []
-        for r, (ids, n_cut, _), toks, own, cached in zip(batch, encoded, new, own_prefill, reused):
+        for r, (ids, n_cut, _), toks, own, cached, row_decode in zip(batch, encoded, new, own_prefill, reused, decode):
             toks = toks[: r.generation_limit]
             n = next((j for j, t in enumerate(toks) if t in self.stop_ids), len(toks))
             # thinking mode keeps special tokens: gpt-oss's channel markers are special, and the reasoning is split on them
             text = self.tokenizer.decode(toks[:n], skip_special_tokens=not r.thinking)
-            share = own + (end - start) / k  # on CUDA also its GPU-seconds: the model sits on one device
+            share = own + (first - start) / k + row_decode  # on CUDA also its GPU-seconds: the model sits on one device
             preds.append(Prediction(r.sample_id, text, len(ids), n, share, truncated_tokens=n_cut,
-                                    prefill_seconds=own + (first - start) / k, decode_seconds=(end - first) / k, timing=timing,
+                                    prefill_seconds=own + (first - start) / k, decode_seconds=row_decode, timing=timing,
                                     reasoning_tokens=reasoning_length(self.tokenizer, toks[:n]) if thinking else None,
                                     gpu_seconds=share if self.padded else None, cached_tokens=cached))
             self.prefill_tokens["reused"] += cached
             self.prefill_tokens["computed"] += len(ids) - cached
         return preds
+
+    def _decode(self, batch: list[Request], inputs: dict[str, Any], processors: Any, clock: Any, thinking: bool):
+        """(new ids per row, start, end of the prefill, end, each row's decode seconds): batched decode drops each
+        row as it finishes (hf_decode_loop.py) where generate() would run plain greedy search; else generate()."""
+        settings = sampling(batch[0])
+        if self.batched_decode and not thinking and plain_greedy(self.model, settings):
+            done = decode_rows(self.model, inputs, [r.generation_limit for r in batch], self.stop_ids)
+            return done.tokens, done.start, done.first, done.end, done.decode_seconds
+        start = time.perf_counter()
+        with self._torch.inference_mode():
+            gen = self.model.generate(**inputs, max_new_tokens=max(r.generation_limit for r in batch), **settings,
+                                      pad_token_id=self.tokenizer.pad_token_id, logits_processor=processors)
+        end = time.perf_counter()
+        first = clock.first or end  # the first step's logits exist once the prompt is prefilled
+        return gen[:, inputs["input_ids"].shape[1]:].tolist(), start, first, end, [(end - first) / len(batch)] * len(batch)
 
     def _inputs(self, ids_list: list[list[int]], declared: list[int] | None = None
                 ) -> tuple[dict[str, Any] | None, list[float], list[int]]:
