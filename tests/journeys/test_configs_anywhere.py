@@ -1,6 +1,7 @@
 """Issue 21 item 10: every shipped config resolves by its documented path (configs/<kind>/<name>.yaml) or by name,
 from any directory; a real file in the user's directory wins. (The shared `tiny_checkpoint` fixture itself types
-`ctxbench train cpt --config configs/trainers/cpt-tiny.yaml` from outside the checkout.)"""
+`ctxbench train cpt --config configs/trainers/cpt-tiny.yaml` from outside the checkout.) The trainings run as a process;
+the packs, study checks, imports and refusals in process (`user_in_process`)."""
 
 from __future__ import annotations
 
@@ -25,21 +26,21 @@ def test_a_trainer_config_by_name_is_read(user):
     assert user.files() == set()
 
 
-def test_data_pack_by_documented_path_packs_the_users_directory(user):
-    (user.cwd / "code").mkdir()
+def test_data_pack_by_documented_path_packs_the_users_directory(user_in_process):
+    (user_in_process.cwd / "code").mkdir()
     for p in sorted((CONFIG_ROOT.parent / "harness" / "core").glob("*.py"))[:8]:
-        (user.cwd / "code" / p.name).write_text(p.read_text())
-    r = user.run("ctxbench data pack --config configs/data/standard.yaml --out packed/x --budget-tokens 20000")
+        (user_in_process.cwd / "code" / p.name).write_text(p.read_text())
+    r = user_in_process.run("ctxbench data pack --config configs/data/standard.yaml --out packed/x --budget-tokens 20000")
     assert r.code == 0, r.err[-3000:]
-    assert json.loads((user.cwd / "packed/x/manifest.json").read_text())["shards"]
+    assert json.loads((user_in_process.cwd / "packed/x/manifest.json").read_text())["shards"]
 
 
-def test_a_study_by_documented_path_and_by_name(user):
-    r = user.run("ctxbench study configs/studies/cpu-stdlib.yaml --check")
+def test_a_study_by_documented_path_and_by_name(user_in_process):
+    r = user_in_process.run("ctxbench study configs/studies/cpu-stdlib.yaml --check")
     assert r.code == 0 and "valid; 3 methods" in r.out, r.err
-    r = user.run("ctxbench study cpu-trainers --check")  # its methods name configs/data/logo-tiny.yaml and hqa-tiny.yaml
+    r = user_in_process.run("ctxbench study cpu-trainers --check")  # its methods name configs/data/logo-tiny.yaml and hqa-tiny.yaml
     assert r.code == 0 and "valid; 3 methods" in r.out, r.err
-    assert user.files() == set()
+    assert user_in_process.files() == set()
 
 
 def test_a_real_file_in_the_users_directory_wins(user):
@@ -50,11 +51,11 @@ def test_a_real_file_in_the_users_directory_wins(user):
     assert r.code == 2 and "base_model: required key is missing" in r.last_err_line, r.err  # the user's file was read
 
 
-def test_an_unknown_name_is_one_line_listing_the_shipped_ones(user):
-    r = user.run("ctxbench train cpt --config cpt-tinny")
+def test_an_unknown_name_is_one_line_listing_the_shipped_ones(user_in_process):
+    r = user_in_process.run("ctxbench train cpt --config cpt-tinny")
     assert r.code == 2, r.err
     assert "--config: cpt-tinny does not exist" in r.last_err_line and "cpt-tiny," in r.last_err_line
-    assert len(r.err.strip().splitlines()) == 1 and user.files() == set()
+    assert len(r.err.strip().splitlines()) == 1 and user_in_process.files() == set()
 
 
 def test_configs_a_config_names_resolve_from_anywhere(tmp_path, monkeypatch):
@@ -69,9 +70,9 @@ def test_configs_a_config_names_resolve_from_anywhere(tmp_path, monkeypatch):
     assert not list(Path(tmp_path).iterdir())
 
 
-def test_a_shipped_paper_table_imports_by_its_documented_path(user):
-    r = user.run("ctxbench board import configs/reported/hqa-table1.csv --store runs")
+def test_a_shipped_paper_table_imports_by_its_documented_path(user_in_process):
+    r = user_in_process.run("ctxbench board import configs/reported/hqa-table1.csv --store runs")
     assert r.code == 0 and "imported 48 reported rows" in r.out, r.err
-    r = user.run("ctxbench board import logo-table1 --store runs")
+    r = user_in_process.run("ctxbench board import logo-table1 --store runs")
     assert r.code == 0, r.err
-    assert len(list((user.cwd / "runs").rglob("*.csv"))) == 2
+    assert len(list((user_in_process.cwd / "runs").rglob("*.csv"))) == 2

@@ -3,7 +3,8 @@ item 21).
 
 A training's identity is its config and its data's content: the same config on byte-identical packed shards is the
 same run id wherever it is run (an absolute path entered the packing hash before, so a finished training was redone
-elsewhere). `ctxbench data pack` takes the `stdlib:` corpus syntax that trainer configs take.
+elsewhere). `ctxbench data pack` takes the `stdlib:` corpus syntax that trainer configs take. The default tier's
+packs run in process (`user_in_process`); the slow tier's trainings as a process.
 """
 
 from __future__ import annotations
@@ -45,30 +46,30 @@ def test_the_same_training_in_two_directories_is_one_run(user: User, tmp_path: P
     assert _checkpoint(first.out) == _checkpoint(second.out)  # runs/train-cpt-tiny-standard-<same id>/model
 
 
-def test_data_pack_takes_the_stdlib_corpus_syntax_and_its_data_is_its_content(user: User, tmp_path: Path):
+def test_data_pack_takes_the_stdlib_corpus_syntax_and_its_data_is_its_content(user_in_process: User, tmp_path: Path):
     """`data pack` reads a `stdlib:` corpus; the same packing in another directory is the same data (the data hash a
     training's run id is made of), and a packed directory copied elsewhere is still finished there."""
     from ctxbench.trainers.data.shards import read_manifest
 
-    (user.cwd / "pack.yaml").write_text(PACK)
-    r = user.run("ctxbench data pack --config pack.yaml")
+    (user_in_process.cwd / "pack.yaml").write_text(PACK)
+    r = user_in_process.run("ctxbench data pack --config pack.yaml")
     assert r.code == 0, r.err[-3000:]
-    manifest = json.loads((user.cwd / "packed" / "json" / "manifest.json").read_text())
+    manifest = json.loads((user_in_process.cwd / "packed" / "json" / "manifest.json").read_text())
     assert manifest["complete"] and manifest["shards"]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    shutil.copy(user.cwd / "pack.yaml", elsewhere)
-    assert user.run("ctxbench data pack --config pack.yaml", cwd=elsewhere).code == 0
-    assert read_manifest(elsewhere / "packed" / "json").data_hash == read_manifest(user.cwd / "packed" / "json").data_hash
+    shutil.copy(user_in_process.cwd / "pack.yaml", elsewhere)
+    assert user_in_process.run("ctxbench data pack --config pack.yaml", cwd=elsewhere).code == 0
+    assert read_manifest(elsewhere / "packed" / "json").data_hash == read_manifest(user_in_process.cwd / "packed" / "json").data_hash
     moved = tmp_path / "moved"
-    shutil.copytree(user.cwd, moved)
-    again = user.run("ctxbench data pack --config pack.yaml", cwd=moved)
+    shutil.copytree(user_in_process.cwd, moved)
+    again = user_in_process.run("ctxbench data pack --config pack.yaml", cwd=moved)
     assert again.code == 0, again.err[-3000:]
 
 
-def test_a_stdlib_package_that_does_not_exist_is_refused_with_nothing_written(user: User):
-    (user.cwd / "pack.yaml").write_text(PACK.replace("stdlib:json", "stdlib:json,nosuchpkg"))
-    r = user.run("ctxbench data pack --config pack.yaml")
+def test_a_stdlib_package_that_does_not_exist_is_refused_with_nothing_written(user_in_process: User):
+    (user_in_process.cwd / "pack.yaml").write_text(PACK.replace("stdlib:json", "stdlib:json,nosuchpkg"))
+    r = user_in_process.run("ctxbench data pack --config pack.yaml")
     assert r.code == 2 and r.err.strip().count("\n") == 0, r.err
     assert "nosuchpkg" in r.err
-    assert user.files() == {"pack.yaml"}  # no packed/, no corpus copy, no lock file
+    assert user_in_process.files() == {"pack.yaml"}  # no packed/, no corpus copy, no lock file
