@@ -50,13 +50,14 @@ def test_board_with_comparison_and_import(tmp_path, repo_root, data_dir):
     assert "A − B" in html or "A - B" in html or "A vs B" in html
 
 
-def test_board_errors_are_one_line(tmp_path, repo_root):
-    r = _cli("board", "build", "--store", str(tmp_path / "empty"), "--out", str(tmp_path / "b"), cwd=repo_root)
-    assert r.returncode == 2 and "no scored runs" in r.stderr and "Traceback" not in r.stderr
+def test_board_errors_are_one_line(tmp_path, repo_root, ctxbench, monkeypatch):
+    monkeypatch.chdir(repo_root)  # the CLI in process: a refusal needs no process of its own
+    code, _, err = ctxbench("board", "build", "--store", str(tmp_path / "empty"), "--out", str(tmp_path / "b"))
+    assert code == 2 and "no scored runs" in err and "Traceback" not in err
     bad = tmp_path / "bad.csv"
     bad.write_text("model,task,length,score\nX,avg,abc,50\n")
-    r = _cli("board", "import", str(bad), "--store", str(tmp_path / "runs"), cwd=repo_root)
-    assert r.returncode == 2 and "length" in r.stderr and "Traceback" not in r.stderr
+    code, _, err = ctxbench("board", "import", str(bad), "--store", str(tmp_path / "runs"))
+    assert code == 2 and "length" in err and "Traceback" not in err
     assert not (tmp_path / "runs").exists()
-    r = _cli("board", "build", "--store", str(tmp_path / "runs"), "--compare", "AB", cwd=repo_root)
-    assert r.returncode == 2
+    code, _, _ = ctxbench("board", "build", "--store", str(tmp_path / "runs"), "--compare", "AB")
+    assert code == 2

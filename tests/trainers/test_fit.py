@@ -99,14 +99,21 @@ def test_points_csv(tmp_path):
         read_points_csv(tmp_path / "bad.csv")
 
 
-def run_cli(*args, cwd):
-    import subprocess
-    import sys
+@pytest.fixture()
+def run_cli(ctxbench, monkeypatch):
+    """run_cli(*args, cwd=...): the CLI through its main() in this process, in cwd (no Python start-up per command); the
+    result reads as a finished process's (returncode, stdout, stderr)."""
+    from types import SimpleNamespace
 
-    return subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    def run(*args: str, cwd) -> SimpleNamespace:
+        monkeypatch.chdir(cwd)
+        code, out, err = ctxbench(*args)
+        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+    return run
 
 
-def test_fit_cli_from_csv_and_clear_errors(tmp_path, repo_root):
+def test_fit_cli_from_csv_and_clear_errors(tmp_path, repo_root, run_cli):
     d = np.append(QUEST_D, 8e9)
     pd.DataFrame({"model": "1.4B", "tokens": d, "loss": exp_loss(d)}).to_csv(tmp_path / "pts.csv", index=False)
     res = run_cli("fit", "--csv", str(tmp_path / "pts.csv"), "--out", str(tmp_path / "fit"), cwd=repo_root)
