@@ -14,21 +14,37 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from ctxbench.harness.core import registry
+
 from .frame import parse_length
 
 Rule = Literal["contiguous", "max"]
 
-# Benchmarks with their own scale: RULER's threshold (85.6, Llama-2-7B at 4K) says nothing about them, so a task
-# set holding any of their tasks gets no effective length.
-NO_THRESHOLD_FAMILIES = frozenset({"longbench", "infinitebench", "lmeval", "icl", "hqa", "babilong", "helmet", "nolima"})
 NO_THRESHOLD = "no threshold for these tasks"
+THRESHOLD_OF_REPORTED_AVERAGES = "ruler"  # a paper's own averages ("reported"): graded as published (RULER Table 3)
+
+
+def _family(task: str) -> str:
+    return re.split(r"[/:]", task, maxsplit=1)[0].lower()
+
+
+def task_threshold(task: str) -> str | None:
+    """The effective-length threshold a task declared when it registered (register("task", NAME,
+    effective_length="ruler")), or None. A name the registry does not have (a paper's per-task row, a task of an
+    older ctxbench) takes its family's where every registered task of the family declares the same one; a name of
+    no registered family (an uninstalled plugin's) has none: a threshold set on another scale says nothing about it."""
+    declared = {name: registry.declared("task", name, "effective_length") for name in registry.names("task")}
+    if task in declared:
+        return declared[task]
+    family = {value for name, value in declared.items() if _family(name) == _family(task)}
+    return family.pop() if len(family) == 1 else None
 
 
 def has_threshold(task_set_key: str) -> bool:
-    """Whether an effective-length threshold applies to a task set (its tasks, comma-joined; "reported" for a
-    paper's own averages, whose tasks the board cannot see)."""
-    tasks = [t for t in str(task_set_key).split(",") if t and t != "reported"]
-    return not any(re.split(r"[/:]", t, maxsplit=1)[0].lower() in NO_THRESHOLD_FAMILIES for t in tasks)
+    """Whether RULER's effective-length threshold applies to a task set (its tasks, comma-joined; "reported" for a
+    paper's own averages, whose tasks the board cannot see): every task in it declared it (task_threshold)."""
+    tasks = [t for t in str(task_set_key).split(",") if t]
+    return all((THRESHOLD_OF_REPORTED_AVERAGES if t == "reported" else task_threshold(t)) == "ruler" for t in tasks)
 
 
 def withheld_reason(group: pd.DataFrame) -> str:

@@ -240,6 +240,12 @@ def _is_version(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+# The published thresholds a task can declare its effective length is graded against (register("task", NAME,
+# effective_length="ruler")): "ruler" is RULER's (the board's --threshold, 85.6 by default: Llama-2-7B at 4K on
+# RULER's 13 tasks). A task that declares none gets no effective length: a threshold set on another benchmark's
+# scale says nothing about it.
+EFFECTIVE_LENGTH_THRESHOLDS = ("ruler",)
+
 # kind -> trait -> (check, what it must be). A kind not listed declares nothing.
 TRAITS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
     "backend": {"args": (_is_model, "a pydantic model of its --backend-arg keys"),
@@ -251,7 +257,10 @@ TRAITS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
                 "thinking": (lambda v: isinstance(v, bool),
                              "False if it has no thinking budget or reasoning split (as lmeval); True by default")},
     "task": {"args": (_is_model, "the pydantic model of its arguments"),
-             "version": (_is_version, "an integer >= 0 (harness/core/task_versions.py)")},
+             "version": (_is_version, "an integer >= 0 (harness/core/task_versions.py)"),
+             "effective_length": (lambda v: v is None or v in EFFECTIVE_LENGTH_THRESHOLDS,
+                                  "the effective-length threshold its scores are graded against: one of "
+                                  "EFFECTIVE_LENGTH_THRESHOLDS, e.g. 'ruler'; leave it out where none applies")},
     "metric": {"scale": (lambda v: isinstance(v, str), "a scale name (harness/core/metrics.py)"),
                "higher_is_better": (lambda v: isinstance(v, bool), "True or False")},
     "synthesis": {"produces": (lambda v: v is None or (isinstance(v, str) and bool(v)), "a name for the data it writes"),
@@ -312,18 +321,19 @@ def backend_traits(name: str, *, field: str | None = None) -> BackendTraits:
 
 @dataclasses.dataclass(frozen=True)
 class TaskTraits:
-    """What a task declared when it registered: register("task", NAME, args=Model, version=N)."""
+    """What a task declared when it registered: register("task", NAME, args=Model, version=N, effective_length=...)."""
 
     name: str
     args: type | None = None  # the model of its arguments (a suite's args:, --arg KEY=VALUE)
     version: int = 0  # above 0: part of a run's identity (harness/core/task_versions.py)
+    effective_length: str | None = None  # the threshold its effective length is graded against; None: no threshold
 
 
 def task_traits(name: str, *, field: str | None = None) -> TaskTraits:
     """A registered task's traits; an unknown task is refused in one line."""
     entry = _entry_name("task", name, field)
     declared = _INFO.get(("task", entry), {})
-    return TaskTraits(entry, declared.get("args"), declared.get("version", 0))
+    return TaskTraits(entry, declared.get("args"), declared.get("version", 0), declared.get("effective_length"))
 
 
 def declared(kind: str, name: str, trait: str, default: Any = None) -> Any:

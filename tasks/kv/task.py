@@ -101,6 +101,6 @@ class KVRetrieval(Task):
                                 meta={"position": pos, "num_pairs": n, "depth": round(100 * frac, 2)})
 
 
-@register("task", "kv/retrieval", args=KVArgs)
+@register("task", "kv/retrieval", args=KVArgs, effective_length="ruler")
 def kv_retrieval(**args):
     return KVRetrieval("kv/retrieval", KVArgs(**args))

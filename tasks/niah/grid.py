@@ -85,11 +85,11 @@ class NiahGrid(Task):
         return self._inner([50.0]).boundary_probes(ctx)
 
 
-@register("task", "niah/single", args=GridArgs)
+@register("task", "niah/single", args=GridArgs, effective_length="ruler")
 def niah_single(**args):
     return NiahGrid("niah/single", GridArgs(**args))
 
 
-@register("task", "niah/multi", args=GridArgs)
+@register("task", "niah/multi", args=GridArgs, effective_length="ruler")
 def niah_multi(**args):
     return NiahGrid("niah/multi", GridArgs(**{"num_needles": 3, **args}))

@@ -35,7 +35,7 @@ def _register(name: str, cls: type, defaults: dict) -> None:
 
     factory.task_class = cls  # type: ignore[attr-defined]
     factory.defaults = defaults  # type: ignore[attr-defined]
-    register("task", f"ruler/{name}", args=cls.Args)(factory)
+    register("task", f"ruler/{name}", args=cls.Args, effective_length="ruler")(factory)
 
 
 for _name, (_cls, _defaults) in PRESETS.items():

@@ -17,15 +17,15 @@ def scores(rows: list[tuple]) -> pd.DataFrame:
 
 
 def test_a_model_with_an_incomplete_cell_has_no_headline():
-    df = scores([("M", "t", 4096, 0, 1.0), ("M", "t", 4096, 1, 1.0), ("M", "t", 8192, 0, 1.0)])
-    cells = pd.DataFrame([("M", "t", 4096, 2, 2, 0, 0, ""), ("M", "t", 8192, 2, 1, 0, 1, "")], columns=CELLS)
+    df = scores([("M", "ruler/t", 4096, 0, 1.0), ("M", "ruler/t", 4096, 1, 1.0), ("M", "ruler/t", 8192, 0, 1.0)])
+    cells = pd.DataFrame([("M", "ruler/t", 4096, 2, 2, 0, 0, ""), ("M", "ruler/t", 8192, 2, 1, 0, 1, "")], columns=CELLS)
     avgs = length_averages(df, cells, n_boot=50)
     eff = effective_length(avgs, threshold=50).set_index("model")
     assert pd.isna(eff.loc["M", "effective_length"]) and eff.loc["M", "withheld"] == "incomplete"
     w = weighted_averages(avgs).set_index("model")
     assert pd.isna(w.loc["M", "avg"]) and not w.loc["M", "ranked"]
     done = cells.assign(done=2, pending=0)
-    extra = scores([("M", "t", 8192, 1, 1.0)])
+    extra = scores([("M", "ruler/t", 8192, 1, 1.0)])  # a RULER task: an unknown one would have no threshold
     eff = effective_length(length_averages(pd.concat([df, extra]), done, n_boot=50), threshold=50)
     assert eff["effective_length"][0] == 8192 and eff["withheld"][0] == ""
 
