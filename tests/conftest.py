@@ -44,9 +44,11 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], str]) -> str
 
 # Under `pytest -n 2 --dist loadgroup`, the tests of one group run on one worker: those sharing a session fixture
 # that builds in the checkout (the wheel of test_packaging: pip builds in-tree, into build/) or starts a server, and
-# test_layers, whose probe writes a module into harness/core for a moment. Without xdist the marks do nothing.
+# test_layers, whose probe writes a module into harness/core for a moment; and test_generator_safety, whose module
+# fixture trains a BPE and whose first test measures the essays with it (tens of seconds, paid by each worker that runs
+# one of its tests). Without xdist the marks do nothing.
 XDIST_GROUP_OF_FIXTURE = {"venv": "packaging-wheel", "hf_server": "hf-server"}
-XDIST_GROUP_OF_MODULE = {"test_layers.py": "repo-probe"}
+XDIST_GROUP_OF_MODULE = {"test_layers.py": "repo-probe", "test_generator_safety.py": "cross-word-bpe"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (its loadgroup hook)
