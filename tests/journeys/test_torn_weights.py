@@ -3,6 +3,7 @@
 The final model is saved into a staging directory and published file by file, config.json and the manifest last,
 so a kill leaves no directory that looks like a model over torn weights; and a torn weights file met when scoring
 is refused with one line naming it, not a traceback.
+The scoring runs in process (`user_in_process`).
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ import pytest
 from .conftest import User
 
 
-def test_scoring_a_torn_weights_file_names_it(user: User, tiny_copy: Path):
+def test_scoring_a_torn_weights_file_names_it(user_in_process: User, tiny_copy: Path):
     weights = tiny_copy / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    r = user.run(f"ctxbench score --model {tiny_copy} --suite ruler-quick --tasks ruler/niah_single_1 --lengths 512 "
+    r = user_in_process.run(f"ctxbench score --model {tiny_copy} --suite ruler-quick --tasks ruler/niah_single_1 --lengths 512 "
                  "--samples 1")
     assert r.code == 2, r.err[-3000:]
     assert "Traceback" not in r.err
     assert r.last_err_line.startswith("error: ") and str(weights) in r.last_err_line
-    assert not (user.cwd / "runs").exists()
+    assert not (user_in_process.cwd / "runs").exists()
 
 
 def _staged(tmp_path: Path) -> Path:
