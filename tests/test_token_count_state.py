@@ -1,7 +1,8 @@
 """Token counts do not depend on what the tokenizer was asked before: transformers leaves a padded or truncating
 call's settings on its Rust tokenizer, and the counting fast path reads that tokenizer directly. Under pytest -n 2 a
 padded call that happened to run first made ruler/cwe and ruler/fwe fit differently through transformers than through
-the light tokenizer (tests/test_light_tokenizer.py), in one order of the tests and not the other."""
+the light tokenizer (tests/test_light_tokenizer.py), in one order of the tests and not the other; the fingerprint
+hashed the same settings, so it changed too."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from ctxbench.harness.core.models import load_tokenizer  # noqa: E402
+from ctxbench.harness.core.models import load_tokenizer, tokenizer_fingerprint  # noqa: E402
 from ctxbench.harness.core.prompting import token_counts  # noqa: E402
 
 PIECES = [" 1.", " hello", " a longer piece of text than the others", "\n", " ünï"]
@@ -34,9 +35,10 @@ def full():
 
 @pytest.mark.parametrize("earlier", [{"padding": True}, {"truncation": True, "max_length": 2},
                                      {"padding": "max_length", "max_length": 64}])
-def test_counts_are_the_same_after_a_padded_or_truncating_call(full, earlier):
-    before = token_counts(full, PIECES, add_special_tokens=False)
+def test_counts_and_fingerprint_are_the_same_after_a_padded_or_truncating_call(full, earlier):
+    before, fingerprint = token_counts(full, PIECES, add_special_tokens=False), tokenizer_fingerprint(full)
     full(["a b", "c d e f g"], **earlier)
+    assert tokenizer_fingerprint(full) == fingerprint  # the sample cache's key and a run's identity
     assert token_counts(full, PIECES, add_special_tokens=False) == before
     assert before == [len(full.encode(p, add_special_tokens=False)) for p in PIECES]
 

@@ -198,9 +198,22 @@ def tokenizer_fingerprint(tok) -> str:
     """Hash of vocabulary, merges and chat template: two tokenizers with the same hash split text identically."""
     h = hashlib.sha256()
     backend = getattr(tok, "backend_tokenizer", None)
-    h.update(backend.to_str().encode() if backend is not None else repr(sorted(tok.get_vocab().items())).encode())
+    h.update(_split_spec(backend).encode() if backend is not None else repr(sorted(tok.get_vocab().items())).encode())
     h.update(str(getattr(tok, "chat_template", "") or "").encode())
     return h.hexdigest()[:16]
+
+
+def _split_spec(backend) -> str:
+    """The Rust tokenizer's JSON without the padding and truncation that a transformers call leaves on it (reset at
+    its next call, not after): they change no split, and a fingerprint must not depend on what was asked before."""
+    if getattr(backend, "padding", None) is None and getattr(backend, "truncation", None) is None:
+        return backend.to_str()
+    from tokenizers import Tokenizer
+
+    plain = Tokenizer.from_str(backend.to_str())
+    plain.no_padding()
+    plain.no_truncation()
+    return plain.to_str()
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".npz")
