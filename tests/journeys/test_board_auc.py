@@ -1,6 +1,7 @@
 """Issue 34: `ctxbench board build` shows AUC@L beside effective length, and a run with thinking on and one with it
 off (two generation identities of one model) as two separate rows, each with its own AUC. Two stored runs are
-written as fixtures (record.json and samples as `ctxbench score` writes them), so the board is the only process."""
+written as fixtures (record.json and samples as `ctxbench score` writes them), so the board is the only command (run
+in process: `user_in_process`)."""
 
 from __future__ import annotations
 
@@ -30,21 +31,21 @@ def stored_run(root, run_id: str, *, generation: dict, p_by_length: dict[int, fl
                   for L, p in p_by_length.items() for i in range(n)])
 
 
-def test_thinking_on_and_off_are_two_rows_each_with_its_auc(user):
-    runs = user.cwd / "runs"
+def test_thinking_on_and_off_are_two_rows_each_with_its_auc(user_in_process):
+    runs = user_in_process.cwd / "runs"
     stored_run(runs, "plain", generation={}, p_by_length={1024: 0.9, 2048: 0.6, 4096: 0.3})
     stored_run(runs, "thinks", generation={"thinking": "on", "max_thinking_tokens": 4096},
                p_by_length={1024: 1.0, 2048: 0.9, 4096: 0.8})
-    r = user.run("ctxbench board build --store runs --out board --auc 2K,4K")
+    r = user_in_process.run("ctxbench board build --store runs --out board --auc 2K,4K")
     assert r.code == 0, r.err
-    md = (user.cwd / "board" / "leaderboard.md").read_text()
+    md = (user_in_process.cwd / "board" / "leaderboard.md").read_text()
     main = md.split("## Main results", 1)[1].split("\n## ", 1)[0]
     header = next(line for line in main.splitlines() if line.startswith("| Model"))
     assert "| Effective (CI lower) | AUC@2K | AUC@4K | 1K | 2K | 4K |" in header, header
     rows = [line for line in main.splitlines() if line.startswith("| smollm2-135m")]
     assert len(rows) == 2, main  # never merged into one model
     assert any(line.startswith("| smollm2-135m \\[thinking on, 4096\\] |") for line in rows), rows
-    with open(user.cwd / "board" / "results.csv", newline="") as f:
+    with open(user_in_process.cwd / "board" / "results.csv", newline="") as f:
         avg = {r["model"]: r for r in csv.DictReader(f) if r["task"] == "avg" and r["length"] == "1024"}
     assert set(avg) == {"smollm2-135m", "smollm2-135m [thinking on, 4096]"}
     # tokens scale, 1K..4K: the weights of 1K, 2K, 4K are 1/6, 1/2, 1/3 of the range
@@ -53,11 +54,11 @@ def test_thinking_on_and_off_are_two_rows_each_with_its_auc(user):
     assert float(avg["smollm2-135m"]["auc_4k_lo"]) < float(avg["smollm2-135m"]["auc_4k"])
 
 
-def test_bad_auc_lengths_are_one_line_and_write_nothing(user):
+def test_bad_auc_lengths_are_one_line_and_write_nothing(user_in_process):
     for flag, field in (("--auc 128K,12X", "--auc: '12X' is not a length"),
                         ("--auc-scale ln", "--auc-scale: 'ln' is not one of tokens, log2")):
-        r = user.run(f"ctxbench board build --store runs --out board {flag}")
+        r = user_in_process.run(f"ctxbench board build --store runs --out board {flag}")
         assert r.code == 2, r.err
         assert r.last_err_line.startswith(f"error: {field}"), r.err
         assert len([x for x in r.err.splitlines() if x.strip()]) == 1, r.err
-        assert not (user.cwd / "board").exists() and not (user.cwd / "runs").exists()
+        assert not (user_in_process.cwd / "board").exists() and not (user_in_process.cwd / "runs").exists()

@@ -1,6 +1,7 @@
 """Labels (issue 32, Low): two labels whose slugs collide (all-CJK labels, labels equal in their first 40 slug
 characters) never share a run, an ASCII label keeps the run id it always had, and a label's escape codes never
-reach the terminal or the board (leaderboard.md, index.html, results.csv)."""
+reach the terminal or the board (leaderboard.md, index.html, results.csv). The journey runs in process
+(`user_in_process`)."""
 
 from __future__ import annotations
 
@@ -42,18 +43,18 @@ def test_printable_escapes_controls_and_keeps_text():
     assert printable("line\nnext\tx\x1b", keep_lines=True) == "line\nnext\tx\\x1b"
 
 
-def test_two_cjk_labels_reach_the_board_and_escape_codes_are_shown_as_text(user):
+def test_two_cjk_labels_reach_the_board_and_escape_codes_are_shown_as_text(user_in_process):
     base = "ctxbench score --backend echo --tasks ruler/niah_single_1 --lengths 512 --samples 2 --store runs --label"
     for label in ("模型甲", "模型乙", "evil\x1b]0;pwned\x07\x1b[2J"):
-        r = user.run([*base.split(), label])
+        r = user_in_process.run([*base.split(), label])
         assert r.code == 0, r.err[-2000:]
         assert "\x1b]0;" not in r.out + r.err and "\x07" not in r.out + r.err
-    assert len(list((user.cwd / "runs").glob("*/record.json"))) == 3
-    board = user.run("ctxbench board build --store runs --out board")
+    assert len(list((user_in_process.cwd / "runs").glob("*/record.json"))) == 3
+    board = user_in_process.run("ctxbench board build --store runs --out board")
     assert board.code == 0, board.err[-2000:]
     assert "\x1b" not in board.out + board.err
     for name in ("leaderboard.md", "index.html", "results.csv"):
-        text = (user.cwd / "board" / name).read_text(encoding="utf-8")
+        text = (user_in_process.cwd / "board" / name).read_text(encoding="utf-8")
         assert "模型甲" in text and "模型乙" in text, name
         assert "\x1b" not in text and "\x07" not in text, name
         assert "pwned" in text and "x1b" in text, name  # shown as text (leaderboard.md escapes it for markdown too)
