@@ -111,7 +111,8 @@ def main(argv=None) -> int:
     from ctxbench.harness.backends.hf import HFBackend
 
     samples = build_samples(a.suite, a.data_dir, a.tasks, a.lengths)
-    backend = HFBackend(model="smollm2-135m", device="cpu", dtype="float32", threads=a.threads)
+    backend = HFBackend(model="smollm2-135m", device="cpu", dtype="float32", threads=a.threads,
+                        prefix_reuse=False)  # decode alone is measured: no prompt starts from a kept prefix
     ways = ("alone", "per cell", "across")
     totals = {w: defaultdict(float) for w in ways}
     texts: dict[str, dict[str, str]] = {w: {} for w in ways}
