@@ -88,8 +88,11 @@ def test_one_token_prompt_decodes_alone(smol, monkeypatch):
             Request("two", PROMPTS[0], max_new_tokens=2)]
     smol.batched_decode, smol.batch_size = True, 8
     shapes = []
-    inner = smol.model.generate
-    monkeypatch.setattr(smol.model, "generate", lambda **kw: shapes.append(kw["input_ids"].shape[0]) or inner(**kw))
+    from ctxbench.harness.backends import hf
+
+    inner = hf.decode_rows  # greedy batched decode goes through the loop that drops finished rows, not generate()
+    monkeypatch.setattr(hf, "decode_rows", lambda model, inputs, *a: shapes.append(inputs["input_ids"].shape[0])
+                        or inner(model, inputs, *a))
     preds = smol.generate(reqs)
     assert shapes == [1, 1] and [p.sample_id for p in preds] == ["one", "two"]
 
