@@ -3,8 +3,9 @@
 On a CPU a decode step reads every weight once whatever the batch, so a step for 8 sequences costs about what a step
 for one does (SmolLM2-135M fp32, 1K prompts, 2 cores: 15 tok/s at batch 1, 83 tok/s at batch 8). A padded prefill
 costs more than it saves (a one-token left pad slows a 4K prefill ~1.5x), so each prompt but its last token is
-prefilled alone, unpadded; the per-prompt KV caches are then left-padded into one batch cache, and generate() takes
-the batch from there: the last prompt tokens as its first (batched) step, an attention mask that hides the pads, and
+prefilled alone, unpadded; the per-prompt KV caches are then left-padded into one batch cache, and the decode loop
+(hf_decode_loop.py, which drops each row as it finishes; generate() for sampling and thinking) takes the batch from
+there: the last prompt tokens as its first (batched) step, an attention mask that hides the pads, and
 position ids from the mask's cumulative sum, so each row sees exactly the keys and positions it had alone. Greedy
 answers equal one-at-a-time decoding up to float rounding (a different matmul shape), i.e. except on logit ties
 (tests/test_batched_decode.py).
