@@ -68,6 +68,7 @@ class HelmetInfbenchSum(RealDataTask):
     official_max_new_tokens = 1200
     summary = "{name}: HELMET's InfiniteBench book summaries (its items, demos and prompt), for judge/summary"
     data_source = "xinrongzhang2022/InfiniteBench longbook_sum_eng (hub), or data_file"
+    shared_context = "book"
 
     def local_candidates(self) -> list[str]:
         return ["infinitebench/longbook_sum_eng.jsonl"]

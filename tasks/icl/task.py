@@ -99,6 +99,7 @@ class ManyShotICL(Task):
     category = "in-context learning"
     summary = "many-shot in-context classification ({name}): as many demonstrations as the length holds"
     data_source = "TREC / DBpedia-14 train+test (hub, or data_dir/<dataset>/)"
+    shared_context = "set of demonstrations"
     metric = "icl/label"
     requires_data = True  # cannot generate without TREC / DBpedia (local files or hub)
 

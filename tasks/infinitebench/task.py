@@ -89,6 +89,7 @@ def get_answer(task: str, rec: dict[str, Any]) -> list[Any]:
 class InfiniteBench(RealDataTask):
     summary = "InfiniteBench {name}: the official examples, fitted to the length by middle truncation"
     data_source = "xinrongzhang2022/InfiniteBench (hub), or data_file"
+    shared_context = "document"
     Args = RealArgs
 
     def __init__(self, task: str, args: RealArgs):

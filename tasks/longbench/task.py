@@ -99,6 +99,7 @@ def bucket(record_length: int) -> str:
 class LongBench(RealDataTask):
     summary = "LongBench {name}: the official examples and metric, fitted to the length by middle truncation"
     data_source = "THUDM/LongBench (hub), or data_file"
+    shared_context = "document"
     Args = RealArgs
 
     def __init__(self, dataset: str, e: bool, args: RealArgs):

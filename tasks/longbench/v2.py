@@ -57,6 +57,7 @@ class LongBench2(RealDataTask):
     category = "multiple choice"
     summary = "LongBench v2: multiple-choice questions over 8K-2M-word contexts"
     data_source = "THUDM/LongBench-v2 (hub), or data_file"
+    shared_context = "document"
     metric = "longbench2/choice"
     official_max_new_tokens = 128
 

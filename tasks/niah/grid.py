@@ -46,6 +46,7 @@ class NiahGrid(Task):
     category = "retrieval"
     summary = "NIAH length x depth grid: {num_needles} needle(s) at each of the depths, exact scoring"
     data_source = "pg_essays/ (Paul Graham essays; downloaded once if no --data-dir)"
+    shared_context = "haystack"  # a grid's depths move the same needles through one haystack
     metric = "string_match_all"
 
     def prepare(self, ctx: GenContext) -> None:

@@ -125,6 +125,7 @@ class Nolima(Task):
     metric = "nolima/contains"
     summary = "{name}: a needle with no literal overlap with its question, at each depth of a book"
     data_source = "amodaresi/NoLiMa (hub, Adobe research licence: downloaded at run time), or data_path / data_dir/nolima/"
+    shared_context = "book"  # a needle's depths in one book
     requires_data = True
 
     @property
