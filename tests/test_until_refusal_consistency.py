@@ -32,8 +32,17 @@ def _class_sets_cluster(cls: type) -> bool:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     except (OSError, TypeError):
         return False
-    return any(isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "cluster" for k in node.keys)
-               for node in ast.walk(tree))
+    return any(_names_cluster(node) for node in ast.walk(tree))
+
+
+def _names_cluster(node: ast.AST) -> bool:
+    """{"cluster": ...}, meta["cluster"] = ... or dict(..., cluster=...): the ways code puts a cluster id in meta."""
+    is_key = lambda k: isinstance(k, ast.Constant) and k.value == "cluster"  # noqa: E731
+    if isinstance(node, ast.Dict):
+        return any(is_key(k) for k in node.keys)
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+        return is_key(node.slice)
+    return isinstance(node, ast.Call) and any(k.arg == "cluster" for k in node.keywords)
 
 
 def emits_cluster(task: Task) -> bool:
@@ -48,11 +57,18 @@ def test_the_code_check_sees_clusters():
         def generate(self, *, length, index, seed, ctx):
             return {"cluster": f"x:{length}"}
 
+    class Assigned(Task):
+        def generate(self, *, length, index, seed, ctx):
+            meta = {}
+            meta["cluster"] = "x"
+            return meta
+
     class Plain(Task):
         def generate(self, *, length, index, seed, ctx):
-            return {"depth": 50}
+            return {"depth": 50, "seen": {}.get("cluster")}
 
-    assert emits_cluster(Undeclared.__new__(Undeclared)) and not emits_cluster(Plain.__new__(Plain))
+    assert emits_cluster(Undeclared.__new__(Undeclared)) and emits_cluster(Assigned.__new__(Assigned))
+    assert not emits_cluster(Plain.__new__(Plain))
 
 
 @pytest.mark.parametrize("name", SHIPPED_TASKS)
@@ -70,6 +86,23 @@ def test_built_samples_agree_with_the_declaration(name, gen_ctx):
     task.prepare(gen_ctx)
     samples = list(datasets.iter_samples(task, length=512, indices=[0, 1], seed=42, ctx=gen_ctx, use_cache=False))
     assert all((s.meta.get("cluster") is not None) == bool(task.shared_context) for s in samples), name
+
+
+def test_a_real_data_task_s_samples_agree_with_the_declaration(smol_tokenizer, tmp_path, monkeypatch):
+    """LongBench from a local file in its official format: every sample names its document's cluster."""
+    from ctxbench.harness.core.context import GenContext
+    from ctxbench.harness.core.prompting import PromptRenderer
+
+    monkeypatch.delenv("CTXBENCH_DATA_DIR", raising=False)
+    rows = [{"input": f"Question {i}?", "context": "One shared document. " * 20, "answers": [f"answer {i}"],
+             "length": 3000, "dataset": "qasper", "language": "en", "all_classes": None, "_id": f"id{i}"}
+            for i in range(2)]
+    data = tmp_path / "qasper_e.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    ctx = GenContext(smol_tokenizer, PromptRenderer(smol_tokenizer), data_dir=tmp_path)
+    task = registry.get("task", "longbench/qasper_e")(data_file=str(data))
+    first, second = (task.generate(length=512, index=i, seed=0, ctx=ctx) for i in range(2))
+    assert task.shared_context and first.meta["cluster"] == second.meta["cluster"] is not None
 
 
 def _suite_refused_by_score(suite) -> bool:
