@@ -53,3 +53,20 @@ def test_either_order_in_one_process_gives_the_same_samples(full, data_dir, tmp_
     full(["a b", "c"], padding=True)  # what test_what_it_does_not_reproduce_goes_to_transformers asks
     after = _samples(full, task, data_dir, tmp_path / "after", monkeypatch)
     assert first == after == _samples(light, task, data_dir, tmp_path / "light", monkeypatch)
+
+
+@pytest.mark.parametrize("earlier", [{"padding": True}, {"truncation": True, "max_length": 2}])
+def test_the_packers_text_encoder_drops_a_padded_or_truncating_calls_settings(full, earlier):
+    """The packer's copy of the Rust tokenizer (trainers/data/token_cache.py) took whatever padding or truncation a
+    transformers call had left on it: every document of a batch came out as long as the longest, or cut to 2 tokens."""
+    from ctxbench.trainers.data import token_cache
+
+    token_cache._ENCODERS.clear()
+    full(["a b", "c d e f g"], **earlier)
+    try:
+        enc = token_cache._text_encoder(full)
+        ids = [e.ids for e in enc.encode_batch_fast(PIECES, add_special_tokens=False)]
+    finally:
+        full(["a"])  # a plain call resets the settings for the module's other tests
+        token_cache._ENCODERS.clear()
+    assert ids == [full.encode(p, add_special_tokens=False) for p in PIECES]

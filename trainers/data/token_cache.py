@@ -50,7 +50,9 @@ _ENCODERS: dict[str, object] = {}
 
 def _text_encoder(tok):
     """A copy of the Rust tokenizer that encodes special-token strings ("<|endoftext|>") in documents as text,
-    so only the packer's separators are ever BOS/EOS; the caller's tokenizer stays as it is."""
+    so only the packer's separators are ever BOS/EOS; the caller's tokenizer stays as it is. Padding or truncation a
+    transformers call left on the Rust tokenizer is dropped from the copy: a document is its own tokens, never padded
+    to a batch's longest or cut."""
     from tokenizers import Tokenizer
 
     spec = tok.backend_tokenizer.to_str()
@@ -58,6 +60,8 @@ def _text_encoder(tok):
     if key not in _ENCODERS:
         enc = Tokenizer.from_str(spec)
         enc.encode_special_tokens = True
+        enc.no_padding()
+        enc.no_truncation()
         _ENCODERS[key] = enc
     return _ENCODERS[key]
 
