@@ -166,3 +166,16 @@ def ctxbench(capsys, monkeypatch):
         return code, out, err
 
     return run
+
+
+@pytest.fixture
+def scratch(monkeypatch):
+    """The registry, whose additions are forgotten after the test (ctxbench's own entries loaded first): a test
+    registers a plugin-style entry without leaking it into the next test."""
+    from ctxbench.harness.core import registry
+
+    for kind in registry.KINDS:
+        registry.names(kind)
+    monkeypatch.setattr(registry, "_REGISTRY", {k: dict(v) for k, v in registry._REGISTRY.items()})
+    monkeypatch.setattr(registry, "_INFO", dict(registry._INFO))
+    return registry

@@ -12,16 +12,6 @@ from ctxbench.harness.core.types import board_name, model_free, run_fingerprint
 WEIGHTS = "sha256:" + "ab" * 32
 
 
-@pytest.fixture
-def scratch(monkeypatch):
-    """A registry whose additions are forgotten after the test (ctxbench's own entries loaded first)."""
-    for kind in registry.KINDS:
-        registry.names(kind)
-    monkeypatch.setattr(registry, "_REGISTRY", {k: dict(v) for k, v in registry._REGISTRY.items()})
-    monkeypatch.setattr(registry, "_INFO", dict(registry._INFO))
-    return registry
-
-
 def test_in_tree_backends_declare_what_they_are():
     shipped = [n for n, fn in registry.entries("backend").items() if fn.__module__.startswith("ctxbench.harness.backends")]
     assert {n for n in shipped if registry.backend_traits(n).model_free} == {"echo"}

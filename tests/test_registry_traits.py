@@ -18,16 +18,6 @@ class ToyArgs(BaseModel):
     lanes: int = Field(1, ge=1, description="answers at once", json_schema_extra={"execution": True})
 
 
-@pytest.fixture
-def scratch(monkeypatch):
-    """A registry whose additions are forgotten after the test (ctxbench's own entries loaded first)."""
-    for kind in registry.KINDS:
-        registry.names(kind)
-    monkeypatch.setattr(registry, "_REGISTRY", {k: dict(v) for k, v in registry._REGISTRY.items()})
-    monkeypatch.setattr(registry, "_INFO", dict(registry._INFO))
-    return registry
-
-
 def _protocol(backend: str, gen_kwargs: str | None = "temperature=0.7,seed=1"):
     return generation(thinking="off", max_thinking_tokens=None, system_prompt=None, gen_kwargs=gen_kwargs, repeats=1,
                       backend=backend)

@@ -37,11 +37,7 @@ def test_a_versioned_task_gives_a_new_run_id(tmp_path, monkeypatch):
     assert plan.run_id() != versioned  # the id the old scoring's runs have: not resumed
 
 
-def test_a_plugin_declares_its_version(tmp_path, monkeypatch):
-    from ctxbench.harness.core import registry
-
-    monkeypatch.setattr(registry, "_REGISTRY", {k: dict(v) for k, v in registry._REGISTRY.items()})
-    monkeypatch.setattr(registry, "_INFO", dict(registry._INFO))
+def test_a_plugin_declares_its_version(tmp_path, scratch):
     register("task", "test-only/versioned", version=3)(lambda **args: None)  # a plugin's entry, never built
     plan = _plan(["test-only/versioned"], tmp_path)
     assert suite_task_versions(plan.suite) == {"test-only/versioned": 3}
