@@ -21,20 +21,31 @@ MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: a well-spread 64-bit hash of a 64-bit key."""
+    """splitmix64's finaliser: a well-spread 64-bit hash of a 64-bit key (in place on z, which must be a fresh
+    uint64 array: the simulator's (runs, rounds, tasks) keys are 13 million a length, and temporaries cost more than
+    the arithmetic)."""
     with np.errstate(over="ignore"):
-        z = (z + np.uint64(0x9E3779B97F4A7C15)) & MASK
-        z = ((z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & MASK
-        z = ((z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & MASK
-        return z ^ (z >> np.uint64(31))
+        z += np.uint64(0x9E3779B97F4A7C15)
+        z ^= z >> np.uint64(30)
+        z *= np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(27)
+        z *= np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+        return z
+
+
+def sample_bits(seeds, task, length, index) -> np.ndarray:
+    """53 uniform bits fixed by (seed, task, length, sample index), broadcast over the arrays given."""
+    h = _mix(np.array(seeds, dtype=np.uint64))
+    for part in (task, length, index):
+        h = _mix(h ^ np.asarray(part, dtype=np.uint64))
+    h >>= np.uint64(11)
+    return h
 
 
 def sample_uniform(seeds, task, length, index) -> np.ndarray:
-    """A uniform in [0, 1) fixed by (seed, task, length, sample index), broadcast over the arrays given."""
-    h = _mix(np.asarray(seeds, dtype=np.uint64))
-    for part in (task, length, index):
-        h = _mix(h ^ np.asarray(part, dtype=np.uint64))
-    return (h >> np.uint64(11)).astype(float) / 2.0 ** 53
+    """A uniform in [0, 1) fixed by (seed, task, length, sample index): sample_bits / 2**53 (exact in a double)."""
+    return sample_bits(seeds, task, length, index).astype(float) / 2.0 ** 53
 
 
 def task_accuracies(mean: float, spread: float = 1.0) -> np.ndarray:
@@ -53,10 +64,12 @@ def simulate_samples(seeds: np.ndarray, length_id: int, accuracies: np.ndarray, 
     """(runs, rounds, tasks) 0/1 scores: sample r of task t is correct iff its hash falls under t's accuracy."""
     index = np.arange(rounds)[None, :, None]
     task = np.arange(TASKS)[None, None, :]
+    # u < p with u = bits / 2**53 is bits < ceil(p * 2**53) (p * 2**53 is exact): the same outcomes as comparing
+    # sample_uniform's floats, without converting 13 million integers a length to them
+    limits = np.ceil(np.asarray(accuracies, dtype=float) * 2.0 ** 53).astype(np.uint64)[None, None, :]
     parts = []
     for chunk in np.array_split(seeds, max(1, len(seeds) // 1000)):  # bounded memory at 10,000 runs
-        u = sample_uniform(chunk[:, None, None], task, length_id, index)
-        parts.append((u < accuracies[None, None, :]).astype(np.float32))
+        parts.append((sample_bits(chunk[:, None, None], task, length_id, index) < limits).astype(np.float32))
     return np.concatenate(parts)
 
 
