@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from ctxbench.harness.core.stats.proportions import (
     SHRINK,
@@ -205,6 +204,8 @@ def paired_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray
     codes = cluster_codes(clusters, n)
     kind = "cluster sign-flip permutation" if codes is not None else "sign-flip permutation"
     if codes is None and np.allclose(weights, weights[0]) and np.isin(d[d != 0], (-1.0, 1.0)).all():
+        from scipy import stats  # here, not at the top: its import would cost every score command a second
+
         wins = int((d > 0).sum())
         return PairedTest(n, m, diff, min(1.0, float(stats.binomtest(wins, m, 0.5).pvalue)), "exact sign test")
     units, unit_weights = _units(weights * d, weights, codes)

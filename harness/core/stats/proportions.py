@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special  # not scipy.stats: its import costs every score command a second (same ufuncs)
 
 CLUSTER_SHRINK = 0.1  # pseudo-clusters (half at 0, half at 1) in the floor of a continuous cell's cluster variance
 SHRINK = 4.0  # pseudo-samples, half at 0 and half at 1 (Agresti–Coull's plus four), that shrink towards ½ in a variance
@@ -37,8 +37,8 @@ def is_binary(values: Sequence[float] | np.ndarray) -> bool:
 def clopper_pearson(k: float, n: float, *, level: float = 0.95) -> tuple[float, float]:
     """Exact binomial interval; k and n may be fractional (effective counts), through the beta quantiles."""
     a = 1 - level
-    lo = 0.0 if k <= 0 else float(stats.beta.ppf(a / 2, k, n - k + 1))
-    hi = 1.0 if k >= n else float(stats.beta.ppf(1 - a / 2, k + 1, n - k))
+    lo = 0.0 if k <= 0 else float(special.betaincinv(k, n - k + 1, a / 2))
+    hi = 1.0 if k >= n else float(special.betaincinv(k + 1, n - k, 1 - a / 2))
     return lo, hi
 
 
@@ -70,7 +70,7 @@ def cluster_variance(v: np.ndarray, codes: np.ndarray) -> tuple[float, int]:
 def t_interval(mean: float, var: float, df: float, level: float, n: int, method: str) -> Interval:
     if not math.isfinite(var) or df < 1:
         return Interval(mean, math.nan, math.nan, n, "n too small")
-    half = float(stats.t.ppf(1 - (1 - level) / 2, df)) * math.sqrt(max(var, 0.0))
+    half = float(special.stdtrit(df, 1 - (1 - level) / 2)) * math.sqrt(max(var, 0.0))
     return Interval(mean, max(0.0, mean - half), min(1.0, mean + half), n, method)
 
 
@@ -79,7 +79,7 @@ def _df_factor(df: float | None, level: float) -> float:
     if df is None:
         return 1.0
     q = 1 - (1 - level) / 2
-    return float((stats.norm.ppf(q) / stats.t.ppf(q, max(df, 1))) ** 2)
+    return float((special.ndtri(q) / special.stdtrit(max(df, 1), q)) ** 2)
 
 
 def matched_clopper_pearson(mean: float, var: float, *, n_blind: float, df: float | None, level: float, n: int,
