@@ -110,8 +110,8 @@ class TrainerConfig(BaseModel):
     deepspeed: str | None = Field(None, description="zero3, zero3_offload (configs/deepspeed/) or a DeepSpeed JSON path")
     sequence_parallel: Annotated[int, Field(ge=1)] | SequenceParallel = Field(
         1, description="processes that share each sequence: N is DeepSpeed-Ulysses over N (needs deepspeed; divides the "
-        "process count, the sequence length and the heads); {ring: N} is ring attention over N (FSDP2, CUDA GPUs, "
-        "past the head count)", json_schema_extra=EXECUTION)
+        "process count, the sequence length and the heads); {ring: N} is ring attention over N (FSDP2, on GPUs or "
+        "CPUs, past the head count)", json_schema_extra=EXECUTION)
     eval_steps: int | None = Field(None, ge=1, description="validation every N steps; default save_steps (and always at the end)",
                                    json_schema_extra=EXECUTION)
     logging_steps: int = Field(1, ge=1, description="log the train loss every N steps", json_schema_extra=EXECUTION)

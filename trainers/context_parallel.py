@@ -28,7 +28,7 @@ class SequenceParallel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     ulysses: int = Field(1, ge=1, description="DeepSpeed-Ulysses degree (needs deepspeed; divides the attention heads)")
-    ring: int = Field(1, ge=1, description="ring-attention degree (torch context parallelism under FSDP2; CUDA only; "
+    ring: int = Field(1, ge=1, description="ring-attention degree (torch context parallelism under FSDP2; GPUs or CPUs; "
                       "2 x ring divides the sequence length)")
 
     @property
@@ -46,8 +46,7 @@ def layout(value: int | SequenceParallel) -> SequenceParallel:
     return value if isinstance(value, SequenceParallel) else SequenceParallel(ulysses=value)
 
 
-def check_ring(sp: SequenceParallel, *, deepspeed: str | None, attn: str, seq_len: int | None, world: int,
-               has_cuda: bool) -> None:
+def check_ring(sp: SequenceParallel, *, deepspeed: str | None, attn: str, seq_len: int | None, world: int) -> None:
     """Refuse, in one line, a ring degree that cannot run as configured (sp.ring > 1)."""
     where, n = "sequence_parallel.ring", sp.ring
     if sp.ulysses > 1:
@@ -64,9 +63,16 @@ def check_ring(sp: SequenceParallel, *, deepspeed: str | None, attn: str, seq_le
     if seq_len is not None and seq_len % (2 * n):
         raise ConfigError(f"{where}: {n} needs a sequence length divisible by {2 * n} (each process takes a head and a "
                           f"tail chunk, balancing causal attention), not {seq_len}")
-    if not has_cuda:
-        raise ConfigError(f"{where}: {n} needs CUDA GPUs: torch's ring attention has no CPU kernel; on a CPU use "
-                          "Ulysses (sequence_parallel: N with deepspeed)")
+
+
+def check_ring_loss(sp: SequenceParallel, loss_chunk_tokens: int) -> None:
+    """The chunked loss runs the output head after the model's forward; under a ring (FSDP2) accelerate groups the
+    head with the final norm and the embedding, and that group's gathered weights are freed before the norm's backward
+    reads them (a crash, not an error). Refused in one line."""
+    if sp.ring > 1 and loss_chunk_tokens:
+        raise ConfigError(f"loss_chunk_tokens: {loss_chunk_tokens} runs the output head after the model's forward, which "
+                          f"FSDP2 does not support under sequence_parallel.ring {sp.ring}; set loss_chunk_tokens: 0 (each "
+                          "process of the ring holds the logits of its own share of the positions only)")
 
 
 def ring_arguments(kw: dict[str, Any], sp: SequenceParallel, world: int) -> dict[str, Any]:
@@ -80,6 +86,11 @@ def ring_arguments(kw: dict[str, Any], sp: SequenceParallel, world: int) -> dict
     from accelerate.parallelism_config import ParallelismConfig
     from accelerate.utils import TorchContextParallelConfig
 
+    if kw.get("use_cpu"):  # a launched CPU run (distributed_arguments); on GPUs torch's own CUDA entries run
+        from ctxbench.trainers.ring_cpu import fsdp_on_cpu, install_cpu_ring
+
+        install_cpu_ring()
+        kw = {**kw, **fsdp_on_cpu()}
     config = ParallelismConfig(dp_shard_size=world // sp.ring, cp_size=sp.ring, cp_backend="torch",
                                cp_handler=TorchContextParallelConfig(cp_comm_strategy="alltoall"))
     fsdp_config = {"version": 2, "activation_checkpointing": bool(kw.get("activation_checkpointing")),

@@ -339,6 +339,9 @@ class CPTTrainer(HFTrainer):
         if self.config.sequence_layout.degree > 1 and self.per_document():
             raise ConfigError("attention: per_document packing does not run under sequence_parallel > 1 yet (each shard "
                               "would mask with its own positions); set sequence_parallel: 1 or attention: cross_document")
+        from ctxbench.trainers.context_parallel import check_ring_loss
+
+        check_ring_loss(self.config.sequence_layout, self.config.loss_chunk_tokens)
         super().check_sequence_parallel(seq_len)
 
     def hf_trainer_class(self) -> type:

@@ -66,7 +66,8 @@ SP_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3")  # what DeepSp
 def check_sequence_parallel(value: int | Any, *, deepspeed: str | None, attn: str, seq_len: int | None, trainer: str,
                             supported: bool = True, heads: tuple[int, int] | None = None, has_cuda: bool = False) -> None:
     """Refuse, in one line and before anything is written, a sequence-parallel layout that cannot run as configured
-    (`value`: the Ulysses degree, or a trainers.context_parallel.SequenceParallel)."""
+    (`value`: the Ulysses degree, or a trainers.context_parallel.SequenceParallel). `has_cuda` no longer decides
+    anything (rings run on a CPU too, trainers/ring_cpu.py); callers still pass it."""
     from ctxbench.trainers.context_parallel import check_ring, layout
 
     sp = layout(value)
@@ -77,7 +78,7 @@ def check_sequence_parallel(value: int | Any, *, deepspeed: str | None, attn: st
         raise ConfigError(f"{where}: trainer {trainer} has no sequence parallelism (its sequences fit one GPU, see "
                           "`ctxbench train ... --plan`); set sequence_parallel: 1")
     if sp.ring > 1:
-        return check_ring(sp, deepspeed=deepspeed, attn=attn, seq_len=seq_len, world=world_size(), has_cuda=has_cuda)
+        return check_ring(sp, deepspeed=deepspeed, attn=attn, seq_len=seq_len, world=world_size())
     if not deepspeed:
         raise ConfigError(f"{where}: {degree} needs DeepSpeed (DeepSpeed-Ulysses shards the sequence inside it); "
                           "set deepspeed: zero3 (or a ZeRO-2 JSON)")
@@ -91,7 +92,7 @@ def check_sequence_parallel(value: int | Any, *, deepspeed: str | None, attn: st
     if heads is not None and (heads[0] % degree or (heads[1] % degree and degree % heads[1])):
         raise ConfigError(f"{where}: {degree} must divide the model's {heads[0]} attention heads, and divide or be a "
                           f"multiple of its {heads[1]} key/value heads (Ulysses gives each process whole heads; past "
-                          "the heads use sequence_parallel: {ring: N} on GPUs)")
+                          "the heads use sequence_parallel: {ring: N})")
 
 
 def model_heads(base: Any) -> tuple[int, int] | None:

@@ -1,7 +1,8 @@
 """Ring attention past the head limit (`sequence_parallel: {ring: N}`, torch context parallelism through transformers
 and accelerate under FSDP2): the layout in the config, its one-line refusals, the TrainingArguments it makes, the
-memory plan, and the probe that keeps the CUDA-only refusal honest. The equivalence trainings (2 processes equal 1)
-need two CUDA GPUs: tests/gpu/test_ring_attention_cuda.py.
+memory plan, and the probe that keeps the CPU adapter (trainers/ring_cpu.py) needed. The equivalence trainings (2 and 4
+processes equal 1) run on the CPU over gloo in tests/trainers/test_ring_cpu.py, and on 2 GPUs in
+tests/gpu/test_ring_attention_cuda.py.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ RING = {"deepspeed": None, "attn": "sdpa", "seq_len": 128, "trainer": "t", "head
     ({"WORLD_SIZE": "2"}, {"ring": 2}, {"attn": "flash_attention_2"}, r"needs attn_implementation sdpa .*not flash"),
     ({"WORLD_SIZE": "3"}, {"ring": 2}, {}, r"^sequence_parallel.ring: 2 does not divide the 3 launched process\(es\)"),
     ({"WORLD_SIZE": "2"}, {"ring": 2}, {"seq_len": 130}, r"^sequence_parallel.ring: 2 needs a sequence length divisible by 4"),
-    ({"WORLD_SIZE": "2"}, {"ring": 2}, {"has_cuda": False}, r"^sequence_parallel.ring: 2 needs CUDA GPUs"),
     ({"WORLD_SIZE": "2"}, {"ring": 2}, {"supported": False}, r"^sequence_parallel: trainer t has no sequence parallelism"),
 ])
 def test_a_ring_that_cannot_run_is_refused_in_one_line(monkeypatch, env, sp, kw, says):
@@ -64,6 +64,7 @@ def test_a_ring_passes_the_head_limit(monkeypatch):
     with pytest.raises(ConfigError, match="must divide the model's 4 attention heads.*ring: N"):
         check_sequence_parallel(8, **{**RING, "deepspeed": "zero3"})
     check_sequence_parallel(SequenceParallel(ring=8), **RING)  # what runs (on GPUs)
+    check_sequence_parallel(SequenceParallel(ring=8), **{**RING, "has_cuda": False})  # and on a CPU, over gloo
 
 
 def test_ring_arguments_are_fsdp2_context_parallel(monkeypatch):
@@ -82,15 +83,35 @@ def test_ring_arguments_are_fsdp2_context_parallel(monkeypatch):
     assert sequence_parallel_arguments({"output_dir": "x"}, 1, "sdpa") == {"output_dir": "x"}
 
 
-def test_a_cpt_ring_on_a_cpu_is_refused_before_any_data_is_made(tmp_path, monkeypatch):
+def test_a_cpt_ring_that_cannot_run_is_refused_before_any_data_is_made(tmp_path, monkeypatch):
     from ctxbench.trainers.cpt import CPTConfig, CPTTrainer
 
-    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("WORLD_SIZE", "3")
     cfg = CPTConfig(base_model={"config": TINY}, store=str(tmp_path / "runs"), sequence_parallel={"ring": 2},
                     data={"path": str(tmp_path / "nowhere")})
-    with pytest.raises(ConfigError, match=r"^sequence_parallel.ring: 2 needs CUDA GPUs"):
+    with pytest.raises(ConfigError, match=r"^sequence_parallel.ring: 2 does not divide the 3 launched process"):
         CPTTrainer(cfg).train()
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_launched_cpu_ring_installs_the_cpu_adapter_and_an_fsdp_state(monkeypatch):
+    """On a CPU (use_cpu, set for a launched run without GPUs) the ring gets torch's CPU SDPA entries and an
+    accelerate state that FSDP accepts; without use_cpu (GPUs) neither is touched."""
+    import torch
+    from torch.distributed.tensor.experimental._context_parallel import _attention as cp
+
+    from ctxbench.trainers import ring_cpu
+
+    cpu_op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    monkeypatch.setitem(cp.__dict__, "custom_ops", dict(cp.custom_ops))
+    cp.custom_ops.pop(cpu_op, None)
+    monkeypatch.setattr(ring_cpu, "fsdp_on_cpu", lambda: {"accelerator_config": {"use_configured_state": True}})
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    gpu = sequence_parallel_arguments({"output_dir": "x"}, SequenceParallel(ring=2), "sdpa")
+    assert cpu_op not in cp.custom_ops and "accelerator_config" not in gpu
+    cpu = sequence_parallel_arguments({"output_dir": "x", "use_cpu": True}, SequenceParallel(ring=2), "sdpa")
+    assert cp.custom_ops[cpu_op] is ring_cpu._cpu_ring_handler
+    assert cpu["accelerator_config"] == {"use_configured_state": True}
 
 
 def test_the_plan_shards_activations_over_the_ring_and_names_it_past_the_heads():
@@ -125,8 +146,8 @@ PROBE = textwrap.dedent("""
 
 
 def test_torch_ring_attention_still_has_no_cpu_kernel():
-    """The CPU refusal stands on this: torch's context parallelism has no rule for the CPU SDPA op. When a torch
-    release adds one this fails, and the refusal (trainers/context_parallel.py check_ring) should be lifted."""
+    """The CPU adapter (trainers/ring_cpu.py) stands on this: torch's own context parallelism has no entry for the CPU
+    SDPA op. When a torch release adds one this fails, and the adapter can go."""
     import socket
 
     with socket.socket() as s:
@@ -137,13 +158,13 @@ def test_torch_ring_attention_still_has_no_cpu_kernel():
     assert "refused:" in out.stdout and "_scaled_dot_product_flash_attention_for_cpu" in out.stdout, out.stderr[-2000:]
 
 
-def test_an_hqa_stage_ring_on_a_cpu_is_refused_naming_the_stage_before_any_data(tmp_path, monkeypatch):
+def test_an_hqa_stage_ring_that_cannot_run_is_refused_naming_the_stage_before_any_data(tmp_path, monkeypatch):
     from ctxbench.trainers.hqa.trainer import HQASFTConfig, HQASFTTrainer
 
     monkeypatch.setenv("WORLD_SIZE", "2")
-    stage = {"name": "s1", "data": "hqa-tiny", "seq_len": 1024, "sequence_parallel": {"ring": 2}}
+    stage = {"name": "s1", "data": "hqa-tiny", "seq_len": 1026, "sequence_parallel": {"ring": 2}}
     cfg = HQASFTConfig(base_model={"config": TINY}, store=str(tmp_path / "runs"), stages=[stage])
-    with pytest.raises(ConfigError, match=r"^stages\.s1\.sequence_parallel\.ring: 2 needs CUDA GPUs"):
+    with pytest.raises(ConfigError, match=r"^stages\.s1\.sequence_parallel\.ring: 2 needs a sequence length divisible by 4"):
         HQASFTTrainer(cfg).train()
     assert not (tmp_path / "runs").exists()
     with pytest.raises(ValueError, match="per stage"):
@@ -159,3 +180,23 @@ def test_resuming_under_another_layout_is_refused(tmp_path):
     refuse_other_world_size(tmp_path, 1, 1, sp_before=2, sp_now=layout(2).spec)
     with pytest.raises(ConfigError, match=r"trained with sequence_parallel 2, this config has \{'ulysses': 1, 'ring': 2\}"):
         refuse_other_world_size(tmp_path, 1, 1, sp_before=2, sp_now=ring)
+
+
+def test_the_chunked_loss_under_a_ring_is_refused_before_any_data(tmp_path, monkeypatch):
+    """The chunked loss runs the head after the forward, which FSDP2 frees first under a ring (a segfault on a CPU)."""
+    from ctxbench.trainers.cpt import CPTConfig, CPTTrainer
+    from ctxbench.trainers.hqa.trainer import HQASFTConfig, HQASFTTrainer
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    cfg = CPTConfig(base_model={"config": TINY}, store=str(tmp_path / "runs"), sequence_parallel={"ring": 2},
+                    loss_chunk_tokens=32, data={"path": str(tmp_path / "nowhere")})
+    with pytest.raises(ConfigError, match=r"^loss_chunk_tokens: 32 runs the output head after .*ring 2; set "
+                                          r"loss_chunk_tokens: 0") as e:
+        CPTTrainer(cfg).train()
+    assert "\n" not in str(e.value)
+    stage = {"name": "s1", "data": "hqa-tiny", "seq_len": 1024, "sequence_parallel": {"ring": 2}}
+    cfg = HQASFTConfig(base_model={"config": TINY}, store=str(tmp_path / "runs"), stages=[stage], loss_chunk_tokens=32)
+    with pytest.raises(ConfigError, match=r"^stages\.s1\.loss_chunk_tokens: 32 runs the output head"):
+        HQASFTTrainer(cfg).train()
+    assert not (tmp_path / "runs").exists()
+    check_sequence_parallel(SequenceParallel(ring=2), **RING)  # without the chunked loss a ring runs

@@ -43,7 +43,7 @@ class StageSpec(BaseModel):
     learning_rate: float | None = Field(None, gt=0, description="this stage's peak learning rate; default the config's")
     sequence_parallel: Annotated[int, Field(ge=1)] | SequenceParallel = Field(
         1, description="this stage's layout (paper: Ulysses for 650K/1M): N is DeepSpeed-Ulysses (needs deepspeed), "
-        "{ring: N} ring attention (FSDP2, CUDA GPUs); launch a multiple of the degree processes")
+        "{ring: N} ring attention (FSDP2, GPUs or CPUs); launch a multiple of the degree processes")
 
     @model_validator(mode="after")
     def _length(self):
@@ -192,6 +192,10 @@ class StageTrainer(HFTrainer):
                             c.seq_len if c.sequence_layout.degree > 1 else None)
 
     def hf_trainer_class(self) -> type:
+        if self.config.sequence_layout.ring > 1:
+            from ctxbench.trainers.hqa.ring_loss import ring_trainer_class
+
+            return ring_trainer_class(answer_only_trainer_class())
         return answer_only_trainer_class(self.config.loss_chunk_tokens)
 
     def manifest_extra(self, hf) -> dict[str, Any]:
@@ -316,6 +320,7 @@ class HQASFTTrainer(StageTrainer):
 
     def train(self, *, callbacks=(), fresh: bool = False) -> TrainResult:
         from ctxbench.trainers.alst import check_alst
+        from ctxbench.trainers.context_parallel import check_ring_loss
         from ctxbench.trainers.distributed import check_sequence_parallel, model_heads
 
         heads = model_heads(self.config.base_model)
@@ -324,6 +329,7 @@ class HQASFTTrainer(StageTrainer):
                 check_sequence_parallel(st.sequence_parallel, deepspeed=st.deepspeed, attn=st.attn_implementation,
                                         seq_len=st.seq_len, trainer=self.name, heads=heads, has_cuda=self._has_cuda())
                 check_alst(st, world=self.world_size())
+                check_ring_loss(st.sequence_layout, st.loss_chunk_tokens)
             except ConfigError as e:
                 raise ConfigError(f"stages.{st.stage}.{e}") from None
         stages = self.stage_trainers()

@@ -1,0 +1,174 @@
+"""Ring attention on a CPU (`sequence_parallel: {ring: N}` over gloo): torch's ring algorithm with its CPU SDPA kernel
+(trainers/ring_cpu.py) computes what one process computes, from one attention call up to whole trainings: CPT and
+hierarchical-QA SFT over 2 and 4 processes train what 1 process trains (the loss at every step, gradient norms and
+final weights; fp32, the tolerances of tests/gpu/test_ring_attention_cuda.py). The adapter leans on private torch
+API; the first test pins it, so a torch that moves it fails here by name.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxbench.trainers.base import TrainRun
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+ddp = _load("ddp_tests", TESTS / "trainers" / "test_ddp.py")
+packed, hqa_stage_data = ddp.packed, ddp.hqa_stage_data  # the data fixtures of the data-parallel tests
+TINY = ddp.TINY
+
+
+def test_the_private_torch_api_the_adapter_uses_is_still_there():
+    """torch 2.13: the templated ring functions take the kernel as `op`, `context_parallel` swaps the module's
+    `custom_ops` table into the DTensor dispatcher, and the CPU kernels return (out, logsumexp) and take them back.
+    If a torch release moves any of it, this names what moved (and check whether torch now maps the CPU op itself:
+    then trainers/ring_cpu.py can go)."""
+    import torch
+    from torch.distributed.tensor.experimental._context_parallel import _attention as cp
+
+    assert list(inspect.signature(cp._templated_ring_attention).parameters)[:7] == [
+        "group", "seq_dim", "op", "query", "key", "value", "is_causal"]
+    assert list(inspect.signature(cp._templated_ring_attention_backward).parameters)[:11] == [
+        "group", "seq_dim", "op", "grad_out", "grad_out_name", "query", "key", "value", "out", "logsumexp", "is_causal"]
+    assert "custom_ops" in inspect.getsource(cp._enable_cp_dtensor_dispatcher)
+    aten = torch.ops.aten
+    assert aten._scaled_dot_product_flash_attention.default in cp.custom_ops  # torch's own CUDA entries
+    assert str(aten._scaled_dot_product_flash_attention_for_cpu.default._schema).endswith(
+        "-> (Tensor output, Tensor logsumexp)")
+    assert str(aten._scaled_dot_product_flash_attention_for_cpu_backward.default._schema).startswith(
+        "aten::_scaled_dot_product_flash_attention_for_cpu_backward(Tensor grad_out, Tensor query, Tensor key, "
+        "Tensor value, Tensor out, Tensor logsumexp, float dropout_p, bool is_causal, *, Tensor? attn_mask=None, "
+        "float? scale=None)")
+
+
+SDPA = """
+import torch, torch.distributed as dist, torch.nn.functional as F
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.experimental import context_parallel
+from torch.distributed.tensor.experimental._attention import context_parallel_unshard, set_rotate_method
+from ctxbench.trainers.ring_cpu import install_cpu_ring
+
+dist.init_process_group("gloo")
+install_cpu_ring()
+set_rotate_method("alltoall")
+torch.manual_seed(0)
+q, k, v, g = (torch.randn(2, 4, 64, 8) for _ in range(4))
+ref = [t.clone().requires_grad_() for t in (q, k, v)]
+F.scaled_dot_product_attention(*ref, is_causal=True).backward(g)
+mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+with context_parallel(mesh, buffers=[q, k, v, g], buffer_seq_dims=[2] * 4, no_restore_buffers={q, k, v, g}):
+    for t in (q, k, v):
+        t.requires_grad_()
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    out.backward(g)
+    out = out.detach()
+whole = context_parallel_unshard(mesh, [out, q.grad, k.grad, v.grad], [2] * 4)
+with torch.no_grad():
+    want = [F.scaled_dot_product_attention(*ref, is_causal=True), *(t.grad for t in ref)]
+worst = torch.tensor(max(float((a - b).abs().max()) for a, b in zip(whole, want)))
+dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+if dist.get_rank() == 0:
+    print("worst", float(worst), "over", dist.get_world_size())
+"""
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_causal_sdpa_over_a_cpu_ring_equals_one_process(tmp_path, nproc):
+    """Output and the query/key/value gradients of causal SDPA under torch's `context_parallel` (head-tail load
+    balance, key/value rotation, log-sum-exp merge) equal the unsharded call, once the balanced layout is undone."""
+    script = tmp_path / "ring_sdpa.py"
+    script.write_text(SDPA)
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+                           str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    [said] = [line.split() for line in done.stdout.splitlines() if line.startswith("worst")]
+    assert said[3] == str(nproc) and float(said[1]) < 1e-5, done.stdout
+
+
+def grad_norms(model_dir: Path) -> list[float]:
+    last = max(model_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    return [float(h["grad_norm"]) for h in json.loads((last / "trainer_state.json").read_text())["log_history"]
+            if "grad_norm" in h]
+
+
+def assert_same_weights(one: Path, many: Path, atol: float) -> None:
+    """The same final weights. FSDP's full-state save (transformers 5) also writes a tied lm_head.weight: it must
+    equal the embedding it is tied to, which is what a one-process save holds."""
+    wa, wb = ddp.weights(one), ddp.weights(many)
+    if "lm_head.weight" in wb.keys() - wa.keys():
+        assert bool((wb.pop("lm_head.weight") == wb["model.embed_tokens.weight"]).all())
+    assert wa.keys() == wb.keys()
+    worst = max(float((wa[k].float() - wb[k].float()).abs().max()) for k in wa)
+    assert worst < atol, f"final weights differ by {worst}"
+
+
+def trainer_of(method: str):
+    from ctxbench.harness.core.registry import get
+
+    return get("trainer", method)
+
+
+def assert_ring_equals_one_process(tmp_path: Path, method: str, raw, ring: int) -> None:
+    """1 process (in this one) against `ctxbench train` under torchrun with `ring` processes sharing each sequence."""
+    trainer = trainer_of(method)
+    one = trainer(trainer.config_cls(**raw(tmp_path / "one", 1))).train()
+    done = ddp.torchrun(tmp_path, method, raw(tmp_path / "many", {"ring": ring}), nproc=ring)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [run_dir] = [p for p in (tmp_path / "many").iterdir() if p.is_dir()]
+    first, many = tmp_path / "one" / one.run_id, run_dir
+    a, b = TrainRun(tmp_path / "one", one.run_id).losses(), TrainRun(tmp_path / "many", run_dir.name).losses()
+    assert [(r["split"], r["step"], r["tokens"]) for r in a] == [(r["split"], r["step"], r["tokens"]) for r in b]
+    assert [r["loss"] for r in b] == pytest.approx([r["loss"] for r in a], rel=1e-3)
+    assert grad_norms(many / "model") == pytest.approx(grad_norms(first / "model"), rel=1e-3)
+    assert_same_weights(first / "model", many / "model", atol=5e-5)
+
+
+def cpt_raw(packed: Path):
+    def raw(store: Path, sp) -> dict:
+        return {"base_model": {"config": TINY}, "store": str(store), "precision": "fp32", "max_steps": 3,
+                "per_device_batch_size": 1, "learning_rate": 5e-3, "lr_scheduler": "constant", "save_steps": 3,
+                "threads": 1, "seed": 0, "sequence_parallel": sp, "data": {"path": str(packed), "eval_sequences": 0}}
+
+    return raw
+
+
+def test_cpt_ring_over_two_cpu_processes_equals_one(tmp_path, packed):
+    assert_ring_equals_one_process(tmp_path, "cpt", cpt_raw(packed), 2)
+
+
+@pytest.mark.slow
+def test_cpt_ring_over_four_cpu_processes_equals_one(tmp_path, packed):
+    assert_ring_equals_one_process(tmp_path, "cpt", cpt_raw(packed), 4)
+
+
+def hqa_raw(data: Path):
+    def raw(store: Path, sp) -> dict:
+        return {"base_model": {"config": {**TINY, "max_position_embeddings": 1024}}, "store": str(store),
+                "precision": "fp32", "per_device_batch_size": 1, "learning_rate": 5e-3, "lr_scheduler": "constant",
+                "save_steps": 2, "threads": 1, "seed": 0, "eval_samples": 0,
+                "stages": [{"name": "s1", "data": str(data), "seq_len": 1024, "max_steps": 2, "sequence_parallel": sp}]}
+
+    return raw
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ring", [2, 4])
+def test_hqa_sft_ring_over_cpu_processes_equals_one(tmp_path, hqa_stage_data, ring):
+    assert_ring_equals_one_process(tmp_path, "hqa_sft", hqa_raw(hqa_stage_data), ring)
