@@ -32,8 +32,27 @@ def task_suite(tmp: Path, task: str, args: dict) -> str:
                  f"name: t\nlengths: [512]\nsamples: 1\ntasks:\n  - task: {task}\n    args: {json.dumps(args)}\n")
 
 
+HUGE_CSV = "model,task,length,score\nX,avg,4096," + "9" * (10 * 1024 * 1024) + "\n"
+
+
+@pytest.fixture(scope="module")
+def huge_csv(tmp_path_factory) -> Path:
+    """The 10 MB one-field CSV, written once per module: writing it was most of each case's setup (259 cases)."""
+    path = tmp_path_factory.mktemp("huge") / "huge.csv"
+    path.write_text(HUGE_CSV)
+    return path
+
+
+def _linked(src: Path, dst: Path) -> None:
+    """dst as a hard link to src (a plain file in the case's directory, no copy), or a copy across file systems."""
+    try:
+        dst.hardlink_to(src)
+    except OSError:
+        dst.write_bytes(src.read_bytes())
+
+
 @pytest.fixture()
-def files(tmp_path: Path) -> dict[str, str]:
+def files(tmp_path: Path, huge_csv: Path) -> dict[str, str]:
     """Bad files of every kind the issue lists."""
     t = tmp_path / "in"
     t.mkdir()
@@ -42,7 +61,7 @@ def files(tmp_path: Path) -> dict[str, str]:
     (t / "truncated.gguf").write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(range(256)) * 8)
     (t / "latin1.yaml").write_bytes(b"name: caf\xe9\nlengths: [512]\n")
     (t / "a_dir.yaml").mkdir()
-    (t / "huge.csv").write_text("model,task,length,score\nX,avg,4096," + "9" * (10 * 1024 * 1024) + "\n")
+    _linked(huge_csv, t / "huge.csv")
     (t / "bad_length.csv").write_text("model,task,length,score\nX,avg,abc,50\n")
     (t / "latin1.csv").write_bytes(b"model,task,length,score\nM\xe9,avg,4096,50\n")
     (t / "empty_essays").mkdir()
