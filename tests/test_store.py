@@ -69,19 +69,26 @@ def test_sigkill_midway_then_resume(tmp_path, repo_root, data_dir):
     assert len(lines) == TOTAL and b"marker" not in b"".join(lines)  # --fresh started over
 
 
-def test_record_has_what_reproduces_the_run(tmp_path, repo_root, data_dir):
+def _in_process(suite, out, data_dir, *extra) -> list[str]:
+    """The same command line for the `ctxbench` fixture (main() in this process: the record and the shards are not
+    about processes, so no Python start-up each)."""
+    return ["score", "--suite", str(suite), "--store", str(out), "--backend", "echo", "--data-dir", str(data_dir), *extra]
+
+
+def test_record_has_what_reproduces_the_run(tmp_path, data_dir, ctxbench, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")  # the table's width, whatever the shell that runs the tests says
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE.replace("samples: 4", "samples: 1"))
     out = tmp_path / "runs"
-    r = subprocess.run(_cmd(suite, out, "--data-dir", str(data_dir)), cwd=repo_root, env=ENV, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
+    code, stdout, stderr = ctxbench(*_in_process(suite, out, data_dir))
+    assert code == 0, stderr
     (run,) = [p for p in out.iterdir() if p.is_dir()]
     rec = RunStore(out, run.name).read_record()
     for key in ("suite_config", "model", "backend", "tokenizer", "tokenizer_fingerprint", "template", "seed", "versions", "truncation"):
         assert rec[key] not in (None, "", {}), key
     assert rec["suite_config"]["tasks"][0]["task"] == "ruler/niah_single_1"
     assert "transformers" in rec["versions"]
-    assert "average" in r.stdout and "niah_single_1" in r.stdout
+    assert "average" in stdout and "niah_single_1" in stdout
 
 
 def test_torn_line_is_repaired(tmp_path):
@@ -94,20 +101,18 @@ def test_torn_line_is_repaired(tmp_path):
     assert [r["id"] for r in store.rows()] == ["a", "b"]
 
 
-def test_shards_split_the_suite_and_merge(tmp_path, repo_root, data_dir):
+def test_shards_split_the_suite_and_merge(tmp_path, data_dir, ctxbench):
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE)
     out = tmp_path / "runs"
-    base = [sys.executable, "-m", "ctxbench.harness.cli", "score", "--suite", str(suite), "--store", str(out), "--backend", "echo",
-            "--data-dir", str(data_dir)]
     for part in ("0/2", "1/2"):
-        r = subprocess.run(base + ["--shard", part], cwd=repo_root, env=ENV, capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr
+        code, _, stderr = ctxbench(*_in_process(suite, out, data_dir, "--shard", part))
+        assert code == 0, stderr
     (run,) = [p for p in out.iterdir() if p.is_dir()]
     parts = sorted(run.glob("samples.shard-*.jsonl"))
     assert len(parts) == 2
     ids = [[json.loads(x)["id"] for x in p.read_text().splitlines()] for p in parts]
     assert ids[0] and ids[1] and not set(ids[0]) & set(ids[1])
     assert len(RunStore(out, run.name).latest()) == TOTAL
-    r = subprocess.run(base + ["--shard", "2/2"], cwd=repo_root, env=ENV, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 2 and "--shard" in r.stderr
+    code, _, stderr = ctxbench(*_in_process(suite, out, data_dir, "--shard", "2/2"))
+    assert code == 2 and "--shard" in stderr
