@@ -1,18 +1,16 @@
 """`ctxbench generate` output, and the on-disk dataset cache."""
 
 import json
-import subprocess
-import sys
 
 from ctxbench.harness.core import datasets, registry
 
 
-def test_generate_writes_exact_prompts(tmp_path, repo_root, data_dir, smol_tokenizer):
+def test_generate_writes_exact_prompts(tmp_path, data_dir, smol_tokenizer, ctxbench):
+    """Through the CLI's main() in this process (the `ctxbench` fixture): the output file is what is checked."""
     out = tmp_path / "s.jsonl"
-    cmd = [sys.executable, "-m", "ctxbench.harness.cli", "generate", "--task", "ruler/niah_single_2", "--length", "2048",
-           "--samples", "3", "--tokenizer", "smollm2-135m", "--out", str(out), "--data-dir", str(data_dir)]
-    r = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
+    code, _, stderr = ctxbench("generate", "--task", "ruler/niah_single_2", "--length", "2048", "--samples", "3",
+                               "--tokenizer", "smollm2-135m", "--out", str(out), "--data-dir", str(data_dir))
+    assert code == 0, stderr
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert [x["id"] for x in rows] == [f"ruler/niah_single_2@2048#{i}" for i in range(3)]
     for x in rows:
