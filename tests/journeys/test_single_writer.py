@@ -3,6 +3,9 @@
 Every command that writes an output has one writer: the second is refused at once with one line naming the first
 (pid, host, since) and exit 2, and the first finishes intact. Before, two `data pack` runs into one out_dir left a
 manifest listing shards that the second run's cleanup had deleted.
+
+The first command is a process (it holds the lock); the second, refused at once, runs in process (`InProcessUser`):
+the lock is taken by another process either way, and a refusal needs no Python start-up of its own.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import json
 
 import pytest
 
-from .conftest import User, wait_for
+from .conftest import InProcessUser, User, wait_for
 
 PACK = """\
 corpus: {path: "stdlib:json,email", format: repo}
@@ -31,11 +34,11 @@ def _refused_naming(r, pid: int) -> None:
     assert "Traceback" not in r.err
 
 
-def test_two_data_packs_into_one_out_dir(user: User):
+def test_two_data_packs_into_one_out_dir(user: User, ctxbench, monkeypatch):
     (user.cwd / "pack.yaml").write_text(PACK)
     first = user.start("ctxbench data pack --config pack.yaml")
     wait_for(lambda: (user.cwd / "packed" / "a" / "shard-00000.npy").exists(), timeout=600)
-    second = user.run("ctxbench data pack --config pack.yaml")
+    second = InProcessUser(user.cwd, ctxbench, monkeypatch).run("ctxbench data pack --config pack.yaml")
     _refused_naming(second, first.pid)
     out, err = first.communicate(timeout=600)
     assert first.returncode == 0, err[-2000:]
@@ -53,13 +56,13 @@ def test_two_identical_trainings(user: User):
     first.communicate(timeout=120)
 
 
-def test_two_identical_studies(user: User):
+def test_two_identical_studies(user: User, ctxbench, monkeypatch):
     from .test_study_journeys import STUDY
 
     (user.cwd / "study.yaml").write_text(STUDY)
     first = user.start("ctxbench study study.yaml")
     wait_for(lambda: (user.cwd / "runs" / "studies" / "tiny" / "corpus").exists(), timeout=600)
-    second = user.run("ctxbench study study.yaml")
+    second = InProcessUser(user.cwd, ctxbench, monkeypatch).run("ctxbench study study.yaml")
     _refused_naming(second, first.pid)
     first.kill()
     first.communicate(timeout=120)
