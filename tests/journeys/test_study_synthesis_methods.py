@@ -29,7 +29,8 @@ eval: {suite: ruler-quick}
 """
 
 
-def test_a_cpt_study_method_naming_hqa_is_told_its_trainer(user):
+def test_a_cpt_study_method_naming_hqa_is_told_its_trainer(user_in_process):
+    user = user_in_process  # a refusal: the CLI in process
     (user.cwd / "st.yaml").write_text(STUDY)
     r = user.run("ctxbench study st.yaml")
     assert r.code == 2, r.err[-2000:]
