@@ -138,8 +138,10 @@ def test_a_server_without_the_batch_api_is_refused_in_one_line_with_nothing_writ
         stand_in.server.shutdown()
 
 
-def test_a_run_killed_while_its_batch_is_pending_resumes_it_and_pays_for_no_request_twice(data_dir, tmp_path, suite):
-    """The journey: submit, SIGKILL while the batch is in progress, rerun: the batch is found, polled, read."""
+def test_a_run_killed_while_its_batch_is_pending_resumes_it_and_pays_for_no_request_twice(data_dir, tmp_path, suite,
+                                                                                           ctxbench, monkeypatch):
+    """The journey: submit, SIGKILL while the batch is in progress, rerun: the batch is found, polled, read. The
+    killed run is a process of its own; the rerun, which is not about processes, runs in this one."""
     stand_in = BatchStandIn(Script())
     stand_in.hold = True
     store = tmp_path / "runs"
@@ -158,9 +160,9 @@ def test_a_run_killed_while_its_batch_is_pending_resumes_it_and_pays_for_no_requ
         assert len(file_of) == 6 and list(batch_of.values()) == ["batch-0"]  # recorded before the first poll
 
         stand_in.hold = False
-        again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                               timeout=300)
-        assert again.returncode == 0, again.stderr
+        monkeypatch.chdir(tmp_path)
+        code, _, stderr = ctxbench(*argv(stand_in, suite, store, data_dir))
+        assert code == 0, stderr
         assert len(stand_in.batches) == 1, "the rerun submitted a new batch"
         assert sorted(stand_in.paid.values()) == [1] * 6 and stand_in.direct == 0
         rows = rows_of(store)
