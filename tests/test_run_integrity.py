@@ -34,19 +34,21 @@ def wait_for(predicate, timeout: float = 120.0) -> None:
         time.sleep(0.1)
 
 
-def test_a_second_writer_gets_one_line_naming_the_holder(tmp_path, repo_root, data_dir):
+def test_a_second_writer_gets_one_line_naming_the_holder(tmp_path, repo_root, data_dir, ctxbench):
+    """The first writer is a child process; the second is this test's own process (the `ctxbench` fixture), which is
+    just as much another process to the lock, without a second Python start-up."""
     suite = tmp_path / "s.yaml"
     suite.write_text(SUITE.format(n=200))
     store = tmp_path / "runs"
-    # slow enough to still be running when the second process has started, however loaded the machine
+    # slow enough to still be running when the second writer has started, however loaded the machine
     slow = cli_cmd(suite, store, data_dir, "--backend-arg", "delay=1", "--batch-size", "1")
     first = subprocess.Popen(slow, cwd=repo_root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                              preexec_fn=interruptible)
     try:
         wait_for(lambda: any(store.glob("*/samples.jsonl")))
-        second = subprocess.run(slow, cwd=repo_root, capture_output=True, text=True, timeout=300)
-        lines = [x for x in second.stderr.splitlines() if x.strip()]
-        assert second.returncode == 2 and len(lines) == 1, second.stderr
+        code, _, stderr = ctxbench(*slow[3:])  # the same command line, less `python -m ctxbench.harness.cli`
+        lines = [x for x in stderr.splitlines() if x.strip()]
+        assert code == 2 and len(lines) == 1, stderr
         assert f"another process is writing this run (pid {first.pid} " in lines[0] and "--shard" in lines[0]
     finally:
         first.send_signal(signal.SIGINT)
