@@ -49,13 +49,27 @@ def base_name(name: str) -> str:
     return name.removeprefix("base_model.model.").replace(".base_layer", "").replace(".original_module", "")
 
 
-def test_training_logs_rewards_trains_only_lora_embeddings_and_norms_and_merges_exactly(tmp_path, logo_data, data_dir):
-    cfg = LogoConfig(**raw(tmp_path, logo_data, data={"path": str(logo_data), "eval_samples": 4, "max_samples": 8}))
+def eight_samples(tmp_path: Path, logo_data: Path) -> dict:
+    """The 4-step run on 8 training samples (one epoch at batch 2) that the module's trainings share."""
+    return raw(tmp_path, logo_data, data={"path": str(logo_data), "eval_samples": 4, "max_samples": 8})
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, logo_data):
+    """eight_samples trained once for the module: (its config, the result, the trained PEFT model, the store's parent).
+    Tests only read it (the interrupted run compares its own store's weights with these)."""
+    root = tmp_path_factory.mktemp("logo-trained")
+    cfg = LogoConfig(**eight_samples(root, logo_data))
     grab = Grab()
     result = LogoTrainer(cfg).train(callbacks=[grab])
-    peft_model = type(grab).model
+    return cfg, result, type(grab).model, root
 
-    losses = TrainRun(tmp_path / "runs", result.run_id).losses()
+
+def test_training_logs_rewards_trains_only_lora_embeddings_and_norms_and_merges_exactly(tmp_path, trained, logo_data,
+                                                                                      data_dir):
+    cfg, result, peft_model, root = trained
+
+    losses = TrainRun(root / "runs", result.run_id).losses()
     assert [r["step"] for r in losses if r["split"] == "train"] == [1, 2, 3, 4]
     assert [r["step"] for r in losses if r["split"] == "eval"] == [2, 4]
     rows = [json.loads(line) for line in (result.run_dir / METRICS).read_text().splitlines()]
@@ -121,7 +135,7 @@ def test_sft_objective_is_lambda_times_the_chosen_nll(tmp_path, logo_data):
     assert losses == pytest.approx([0.1 * s for s in sft], rel=1e-4)
 
 
-def test_an_interrupted_run_resumes_to_the_uninterrupted_weights(tmp_path, logo_data):
+def test_an_interrupted_run_resumes_to_the_uninterrupted_weights(tmp_path, logo_data, trained):
     """LoRA matrices, embeddings and norms come back from the adapter checkpoint: the final weights match bit for bit."""
     from safetensors.torch import load_file
     from transformers import TrainerCallback
@@ -131,8 +145,8 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_weights(tmp_path, logo_
             if state.global_step == 3:
                 raise RuntimeError("simulated crash")
 
-    whole = LogoTrainer(LogoConfig(**raw(tmp_path / "a", logo_data))).train()
-    cut = LogoConfig(**raw(tmp_path / "b", logo_data))
+    whole = trained[1]  # the same 4 steps, uninterrupted
+    cut = LogoConfig(**eight_samples(tmp_path / "b", logo_data))
     with pytest.raises(RuntimeError, match="simulated crash"):
         LogoTrainer(cut).train(callbacks=[Interrupt()])
     resumed = LogoTrainer(cut).train()
