@@ -200,3 +200,31 @@ def test_the_chunked_loss_under_a_ring_is_refused_before_any_data(tmp_path, monk
         HQASFTTrainer(cfg).train()
     assert not (tmp_path / "runs").exists()
     check_sequence_parallel(SequenceParallel(ring=2), **RING)  # without the chunked loss a ring runs
+
+
+def test_logo_takes_a_ring_and_refuses_ulysses_before_any_data(tmp_path, monkeypatch):
+    """LOGO's rewards sum each response over a ring's shards (trainers/logo/ring_rewards.py); Ulysses has no such sum."""
+    from ctxbench.trainers.logo.trainer import LogoConfig, LogoTrainer
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    raw = {"base_model": {"config": TINY}, "store": str(tmp_path / "runs"), "data": {"path": str(tmp_path / "nowhere")}}
+    with pytest.raises(ConfigError, match=r"^sequence_parallel: trainer logo has no Ulysses sequence parallelism .*"
+                                          r"set sequence_parallel: \{ring: 2\} or 1$"):
+        LogoTrainer(LogoConfig(**{**raw, "sequence_parallel": 2, "deepspeed": "zero3"})).train()
+    ring = LogoTrainer(LogoConfig(**{**raw, "sequence_parallel": {"ring": 2}}))
+    ring.check_sequence_parallel(1001)  # the collator pads each batch to a multiple of 4: any length runs
+    with pytest.raises(ConfigError, match=r"^sequence_parallel.ring: 2 does not divide the 3 launched"):
+        monkeypatch.setenv("WORLD_SIZE", "3")
+        ring.check_sequence_parallel(None)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_logo_batches_pad_to_the_rings_multiple():
+    import numpy as np
+
+    from ctxbench.trainers.logo.trainer import collate_responses
+
+    row = {key: [np.arange(5), np.arange(3)] for key in ("input_ids", "labels", "position_ids")}
+    assert collate_responses([row], pad_id=0)["input_ids"].shape == (2, 5)
+    batch = collate_responses([row], pad_id=0, multiple=4)
+    assert batch["input_ids"].shape == (2, 8) and batch["attention_mask"].sum().item() == 8

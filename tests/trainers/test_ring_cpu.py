@@ -1,7 +1,9 @@
 """Ring attention on a CPU (`sequence_parallel: {ring: N}` over gloo): torch's ring algorithm with its CPU SDPA kernel
-(trainers/ring_cpu.py) computes what one process computes, from one attention call up to whole trainings: CPT and
-hierarchical-QA SFT over 2 and 4 processes train what 1 process trains (the loss at every step, gradient norms and
-final weights; fp32, the tolerances of tests/gpu/test_ring_attention_cuda.py). The adapter leans on private torch
+(trainers/ring_cpu.py) computes what one process computes, from one attention call up to whole trainings: CPT,
+hierarchical-QA SFT and LOGO (LoRA; its rewards summed over the ring, trainers/logo/ring_rewards.py) over 2 and 4
+processes train what 1 process trains (the loss at every step, gradient norms and final weights; fp32, the
+tolerances of tests/gpu/test_ring_attention_cuda.py). CPT over 2 processes is in the default tier (about 20 s); the
+others are slow (40-60 s each on 2 cores). The adapter leans on private torch
 API; the first test pins it, so a torch that moves it fails here by name.
 """
 
@@ -172,3 +174,20 @@ def hqa_raw(data: Path):
 @pytest.mark.parametrize("ring", [2, 4])
 def test_hqa_sft_ring_over_cpu_processes_equals_one(tmp_path, hqa_stage_data, ring):
     assert_ring_equals_one_process(tmp_path, "hqa_sft", hqa_raw(hqa_stage_data), ring)
+
+
+def logo_raw(data: Path):
+    def raw(store: Path, sp) -> dict:
+        return {"base_model": {"config": {**TINY, "max_position_embeddings": 4096}}, "store": str(store),
+                "precision": "fp32", "max_steps": 2, "per_device_batch_size": 2, "learning_rate": 2e-3,
+                "warmup_steps": 0, "save_steps": 2, "threads": 1, "seed": 0, "lora": {"r": 4, "alpha": 8},
+                "sequence_parallel": sp, "data": {"path": str(data), "eval_samples": 0, "max_samples": 8}}
+
+    return raw
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ring", [2, 4])
+def test_logo_ring_over_cpu_processes_equals_one(tmp_path, logo_data, ring):
+    """LOGO's rewards sum each response's log-probs over the ring's shards (trainers/logo/ring_rewards.py)."""
+    assert_ring_equals_one_process(tmp_path, "logo", logo_raw(logo_data), ring)

@@ -124,12 +124,13 @@ class LogoResponses:
         return total
 
 
-def collate_responses(rows: list[dict[str, list[np.ndarray]]], *, pad_id: int) -> dict[str, Any]:
-    """Rows [s0 chosen, s0 rejected 1..M, s1 chosen, ...], right-padded; the mask marks real tokens."""
+def collate_responses(rows: list[dict[str, list[np.ndarray]]], *, pad_id: int, multiple: int = 1) -> dict[str, Any]:
+    """Rows [s0 chosen, s0 rejected 1..M, s1 chosen, ...], right-padded (to a multiple of `multiple`: a ring of N
+    cuts each row into 2N equal chunks); the mask marks real tokens."""
     import torch
 
     flat = {key: [a for r in rows for a in r[key]] for key in ("input_ids", "labels", "position_ids")}
-    width = max(len(a) for a in flat["input_ids"])
+    width = -(-max(len(a) for a in flat["input_ids"]) // multiple) * multiple
     out = {"input_ids": torch.full((len(flat["input_ids"]), width), pad_id, dtype=torch.long)}
     out["labels"] = torch.full_like(out["input_ids"], -100)
     out["position_ids"] = torch.zeros_like(out["input_ids"])
@@ -178,7 +179,12 @@ def make_hf_trainer(*, group: int, beta: float, gamma: float, sft_weight: float,
             self._stored = {"train": defaultdict(list), "eval": defaultdict(list)}
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            chosen, rejected, out = response_rewards(model, inputs, group, chunk_tokens)
+            if "shift_labels" in inputs:  # a shard of every response (ring attention): sums over the ring
+                from ctxbench.trainers.logo.ring_rewards import ring_group_of, ring_response_rewards
+
+                chosen, rejected, out = ring_response_rewards(model, inputs, group, ring_group_of(self))
+            else:
+                chosen, rejected, out = response_rewards(model, inputs, group, chunk_tokens)
             result = logo_loss(chosen, rejected, beta=beta, gamma=gamma, sft_weight=sft_weight, preference=preference)
             for key, value in result.metrics().items():
                 self._stored["train" if model.training else "eval"][key].append(value)
@@ -201,7 +207,6 @@ class LogoTrainer(HFTrainer):
     name = "logo"
     config_cls = LogoConfig
     study_data_cls = LogoStudyData
-    sequence_parallel_ok = False  # ~10K-token sequences (16 chunks of 512 and a reply) fit one GPU: see --plan
 
     # --- as a study method (harness/studies) --------------------------------------------------------
     @classmethod
@@ -285,7 +290,21 @@ class LogoTrainer(HFTrainer):
     def data_collator(self):
         tok = self.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        return functools.partial(collate_responses, pad_id=int(pad))
+        return functools.partial(collate_responses, pad_id=int(pad), multiple=2 * self.config.sequence_layout.ring)
+
+    def check_sequence_parallel(self, seq_len: int | None) -> None:
+        """Ring attention only: Ulysses would cut each response's log-probs with no sum over the shards; a ring's
+        rewards sum over it (trainers/logo/ring_rewards.py). The collator pads each batch to the ring's multiple, so
+        the data's lengths need not divide by it."""
+        from ctxbench.trainers.context_parallel import check_ring_loss
+
+        sp = self.config.sequence_layout
+        if sp.ulysses > 1:
+            raise ConfigError(f"sequence_parallel: trainer logo has no Ulysses sequence parallelism (its rewards sum each "
+                              f"response over the shards of a ring only); set sequence_parallel: {{ring: {sp.ulysses}}} "
+                              "or 1")
+        check_ring_loss(sp, self.config.loss_chunk_tokens)
+        super().check_sequence_parallel(None if sp.ring > 1 else seq_len)
 
     # --- model ----------------------------------------------------------------------------------------
     def model_window(self, data: DataBundle) -> int:
