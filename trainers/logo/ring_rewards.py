@@ -18,6 +18,17 @@ from typing import Any
 IGNORE = -100
 
 
+def check_logo_layout(sp: Any, loss_chunk_tokens: int) -> None:
+    """Ulysses would cut each response's log-probs with no sum over the shards: refused; a ring's rewards sum over it."""
+    from ctxbench.harness.core.errors import ConfigError
+    from ctxbench.trainers.context_parallel import check_ring_loss
+
+    if sp.ulysses > 1:
+        raise ConfigError(f"sequence_parallel: trainer logo has no Ulysses sequence parallelism (its rewards sum each "
+                          f"response over the shards of a ring only); set sequence_parallel: {{ring: {sp.ulysses}}} or 1")
+    check_ring_loss(sp, loss_chunk_tokens)
+
+
 def ring_response_rewards(model: Any, batch: dict[str, Any], group: int, ring_group: Any) -> tuple[Any, Any, Any]:
     """r(y) of every response (chosen [B], rejected [B, M]) over the whole sequences, and this shard's model output."""
     import torch.distributed as dist

@@ -293,18 +293,12 @@ class LogoTrainer(HFTrainer):
         return functools.partial(collate_responses, pad_id=int(pad), multiple=2 * self.config.sequence_layout.ring)
 
     def check_sequence_parallel(self, seq_len: int | None) -> None:
-        """Ring attention only: Ulysses would cut each response's log-probs with no sum over the shards; a ring's
-        rewards sum over it (trainers/logo/ring_rewards.py). The collator pads each batch to the ring's multiple, so
-        the data's lengths need not divide by it."""
-        from ctxbench.trainers.context_parallel import check_ring_loss
+        """Ring attention only (trainers/logo/ring_rewards.py); the collator pads to the ring's multiple, so the data's
+        lengths need not divide by it."""
+        from ctxbench.trainers.logo.ring_rewards import check_logo_layout
 
-        sp = self.config.sequence_layout
-        if sp.ulysses > 1:
-            raise ConfigError(f"sequence_parallel: trainer logo has no Ulysses sequence parallelism (its rewards sum each "
-                              f"response over the shards of a ring only); set sequence_parallel: {{ring: {sp.ulysses}}} "
-                              "or 1")
-        check_ring_loss(sp, self.config.loss_chunk_tokens)
-        super().check_sequence_parallel(None if sp.ring > 1 else seq_len)
+        check_logo_layout(self.config.sequence_layout, self.config.loss_chunk_tokens)
+        super().check_sequence_parallel(None if self.config.sequence_layout.ring > 1 else seq_len)
 
     # --- model ----------------------------------------------------------------------------------------
     def model_window(self, data: DataBundle) -> int:
