@@ -409,19 +409,20 @@ def test_about_one_tokenization_per_sample(generated, name):
     assert generated[1][name, 4096] <= 1.3
 
 
-def test_determinism_across_order(smol_tokenizer, data_dir):
-    """A sample depends only on (task, args, length, index, seed): not on what was generated before."""
-    def run(names, indices):
-        ctx = make_ctx(smol_tokenizer, data_dir)
-        return {(n, i): task(n).generate(length=2048, index=i, seed=SEED, ctx=ctx) for n in names for i in indices}
-
-    a = run(TASKS, [0, 1, 2])
-    b = run(list(reversed(TASKS)), [2, 1, 0])
+def test_determinism_across_order(generated, smol_tokenizer, data_dir):
+    """A sample depends only on (task, args, length, index, seed): not on what was generated before. The module's
+    samples (tasks in order, each at every length, indices 0-2, one context) against the same 1024-token samples
+    generated again in a fresh context with the tasks and indices reversed."""
+    samples, _ = generated
+    a = {(n, i): samples[n, 1024][i] for n in TASKS for i in range(N)}
+    ctx = make_ctx(smol_tokenizer, data_dir)
+    b = {(n, i): task(n).generate(length=1024, index=i, seed=SEED, ctx=ctx)
+         for n in reversed(TASKS) for i in reversed(range(N))}
     for key, s in a.items():
         t = b[key]
         assert (s.prompt, s.answers, s.depths, s.prompt_tokens) == (t.prompt, t.answers, t.depths, t.prompt_tokens), key
     assert len({s.prompt for s in a.values()}) == len(a)
-    assert np.all([s.length == 2048 for s in a.values()])
+    assert np.all([s.length == 1024 for s in b.values()])
 
 
 def test_trusting_exact_piece_counts_gives_identical_samples(smol_tokenizer, data_dir):
