@@ -90,9 +90,10 @@ def fsdp_on_cpu() -> dict[str, Any]:
     MULTI_CPU and its ParallelismConfig is refused. Start the state of all the processes over gloo on the CPU and mark
     it multi-device, so that AcceleratorState takes its FSDP branch (which makes it FSDP, with the Trainer's plugin),
     and have TrainingArguments use that state (its `use_configured_state`), as deepspeed_on_cpu does for DeepSpeed."""
-    from accelerate.state import PartialState
+    from accelerate.state import AcceleratorState, PartialState
     from accelerate.utils import DistributedType
 
+    AcceleratorState._reset_state(reset_partial_state=True)  # as TrainingArguments does; else a former stage's is kept
     state = PartialState(cpu=True, backend="gloo")
     state.distributed_type = DistributedType.MULTI_GPU  # AcceleratorState turns it into FSDP at once
     return {"accelerator_config": {"use_configured_state": True}}

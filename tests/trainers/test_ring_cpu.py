@@ -191,3 +191,15 @@ def logo_raw(data: Path):
 def test_logo_ring_over_cpu_processes_equals_one(tmp_path, logo_data, ring):
     """LOGO's rewards sum each response's log-probs over the ring's shards (trainers/logo/ring_rewards.py)."""
     assert_ring_equals_one_process(tmp_path, "logo", logo_raw(logo_data), ring)
+
+
+@pytest.mark.slow
+def test_hqa_sft_two_ring_stages_run_in_one_launch(tmp_path, hqa_stage_data):
+    """Each stage builds its own Trainer: the accelerate state a CPU ring needs is made again for the second
+    (without the reset in ring_cpu.fsdp_on_cpu, stage 2 got a DDP wrapper with GPU device ids and failed)."""
+    raw = hqa_raw(hqa_stage_data)(tmp_path / "runs", {"ring": 2})
+    raw["base_model"]["config"]["max_position_embeddings"] = 2048
+    raw["stages"].append({**raw["stages"][0], "name": "s2", "seq_len": 2048})
+    done = ddp.torchrun(tmp_path, "hqa_sft", raw, nproc=2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name.split("-")[-2] for p in (tmp_path / "runs").iterdir() if p.is_dir()) == ["s1", "s2"]
