@@ -142,11 +142,12 @@ def assert_ring_equals_one_process(tmp_path: Path, method: str, raw, ring: int) 
     assert_same_weights(first / "model", many / "model", atol=5e-5)
 
 
-def cpt_raw(packed: Path):
+def cpt_raw(packed: Path, eval_sequences: int = 0):
     def raw(store: Path, sp) -> dict:
         return {"base_model": {"config": TINY}, "store": str(store), "precision": "fp32", "max_steps": 3,
                 "per_device_batch_size": 1, "learning_rate": 5e-3, "lr_scheduler": "constant", "save_steps": 3,
-                "threads": 1, "seed": 0, "sequence_parallel": sp, "data": {"path": str(packed), "eval_sequences": 0}}
+                "eval_steps": 2, "threads": 1, "seed": 0, "sequence_parallel": sp,
+                "data": {"path": str(packed), "eval_sequences": eval_sequences}}
 
     return raw
 
@@ -157,7 +158,8 @@ def test_cpt_ring_over_two_cpu_processes_equals_one(tmp_path, packed):
 
 @pytest.mark.slow
 def test_cpt_ring_over_four_cpu_processes_equals_one(tmp_path, packed):
-    assert_ring_equals_one_process(tmp_path, "cpt", cpt_raw(packed), 4)
+    """With validation, which transformers runs under the ring too."""
+    assert_ring_equals_one_process(tmp_path, "cpt", cpt_raw(packed, eval_sequences=4), 4)
 
 
 def hqa_raw(data: Path):
@@ -181,7 +183,7 @@ def logo_raw(data: Path):
         return {"base_model": {"config": {**TINY, "max_position_embeddings": 4096}}, "store": str(store),
                 "precision": "fp32", "max_steps": 2, "per_device_batch_size": 2, "learning_rate": 2e-3,
                 "warmup_steps": 0, "save_steps": 2, "threads": 1, "seed": 0, "lora": {"r": 4, "alpha": 8},
-                "sequence_parallel": sp, "data": {"path": str(data), "eval_samples": 0, "max_samples": 8}}
+                "eval_steps": 2, "sequence_parallel": sp, "data": {"path": str(data), "eval_samples": 4, "max_samples": 8}}
 
     return raw
 
