@@ -6,10 +6,10 @@ by transformers 5 and accelerate 1.15 (`ParallelismConfig(cp_size=N, cp_backend=
 keeps S/N tokens and the key/value shards pass round the ring, so the degree is bounded by the sequence length, not
 the heads. Nothing here computes attention.
 
-Two limits of those libraries, refused with one line rather than worked around:
-- torch 2.13's ring attention dispatches only the CUDA SDPA kernels (flash, efficient, cuDNN): on a CPU the SDPA op
-  (`_scaled_dot_product_flash_attention_for_cpu`) has no context-parallel rule, so ring runs on GPUs only;
-- accelerate 1.15 refuses `cp_size > 1` with `sp_size > 1`: Ulysses and ring do not combine (no USP) there.
+torch 2.13's ring attention dispatches only the CUDA SDPA kernels (flash, efficient, cuDNN); on a CPU (a launched
+run over gloo) trainers/ring_cpu.py adds torch's CPU SDPA kernel to the same ring and an accelerate state FSDP2
+accepts. Refused with one line rather than worked around: accelerate 1.15 refuses `cp_size > 1` with `sp_size > 1`
+(Ulysses and ring do not combine, no USP), and a head run after the forward (`loss_chunk_tokens`) under FSDP2.
 """
 
 from __future__ import annotations
