@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -179,3 +180,29 @@ def scratch(monkeypatch):
     monkeypatch.setattr(registry, "_REGISTRY", {k: dict(v) for k, v in registry._REGISTRY.items()})
     monkeypatch.setattr(registry, "_INFO", dict(registry._INFO))
     return registry
+
+
+SMOL_HF_SWITCHES = ("batched_decode", "batch_size", "prefix_reuse", "prefill_tokens")  # what tests change on it
+
+
+@pytest.fixture(scope="session")
+def smol_hf_loaded():
+    """SmolLM2-135M on the hf backend (cpu, float32, one thread) loaded once per test process, with its switches as
+    loaded: test_decode_loop, test_batched_decode and test_hf_prefix_reuse each loaded it per module (and per xdist
+    worker). Tests take it through `smol_hf`, which restores it."""
+    from ctxbench.harness.backends.hf import HFBackend
+
+    backend = HFBackend(model="smollm2-135m", device="cpu", dtype="float32", threads=1)
+    return backend, {name: copy.deepcopy(getattr(backend, name)) for name in SMOL_HF_SWITCHES}
+
+
+@pytest.fixture()
+def smol_hf(smol_hf_loaded):
+    """The shared SmolLM2 backend as a fresh load has it: its switches at their loaded values, no kept prefix cache, one
+    torch thread (a test may change any of them; the next test gets them back)."""
+    backend, loaded = smol_hf_loaded
+    for name, value in loaded.items():
+        setattr(backend, name, copy.deepcopy(value))
+    backend.prefix.clear()
+    backend._torch.set_num_threads(1)
+    return backend

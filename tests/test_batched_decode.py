@@ -22,11 +22,10 @@ NEW_TOKENS = 4  # the first token from the merged prefill, then three decode ste
 TIE = 1e-3  # top-2 logits closer than this are a tie that float rounding may break either way
 
 
-@pytest.fixture(scope="module")
-def smol():
-    from ctxbench.harness.backends.hf import HFBackend
-
-    return HFBackend(model="smollm2-135m", device="cpu", dtype="float32", threads=1)
+@pytest.fixture()
+def smol(smol_hf):
+    """SmolLM2 (cpu, float32, one thread), loaded once per test process (tests/conftest.py) and reset for each test."""
+    return smol_hf
 
 
 def test_cpu_default_is_batched_decode_of_eight(smol):

@@ -22,11 +22,10 @@ LIMITS = [6, 3, 10, 9, 1, 5]
 TIE = 1e-3  # top-2 logits closer than this are a tie that float rounding may break either way
 
 
-@pytest.fixture(scope="module")
-def smol():
-    from ctxbench.harness.backends.hf import HFBackend
-
-    return HFBackend(model="smollm2-135m", device="cpu", dtype="float32", threads=1)
+@pytest.fixture()
+def smol(smol_hf):
+    """SmolLM2 (cpu, float32, one thread), loaded once per test process (tests/conftest.py) and reset for each test."""
+    return smol_hf
 
 
 def newline(smol) -> int:

@@ -44,11 +44,10 @@ def document_samples(data_dir, tokenizer, questions: int, documents: int, words:
     return out
 
 
-@pytest.fixture(scope="module")
-def smol():
-    from ctxbench.harness.backends.hf import HFBackend
-
-    return HFBackend(model="smollm2-135m", device="cpu", dtype="float32", threads=1)
+@pytest.fixture()
+def smol(smol_hf):
+    """SmolLM2 (cpu, float32, one thread), loaded once per test process (tests/conftest.py) and reset for each test."""
+    return smol_hf
 
 
 def answers(backend, requests: list[Request], reuse: bool):
@@ -91,12 +90,13 @@ def test_undeclared_or_disagreeing_prefixes_are_not_reused(smol):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory, smol):
+def tiny(tmp_path_factory, smol_hf_loaded):
     """A two-layer random Llama with SmolLM2's tokenizer: the same token counts, prefill in milliseconds."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from ctxbench.harness.backends.hf import HFBackend
 
+    smol, _ = smol_hf_loaded
     path = tmp_path_factory.mktemp("tiny")
     config = LlamaConfig(vocab_size=len(smol.tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=8192,
