@@ -4,7 +4,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 
 import pytest
 
@@ -22,27 +21,26 @@ tasks:
 """
 
 
-def _cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "ctxbench.harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=900)
-
-
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (scripts/setup.sh test installs it)")
-def test_report_renders_and_planted_script_does_not_run(tmp_path, repo_root, data_dir):
+def test_report_renders_and_planted_script_does_not_run(tmp_path, ctxbench, data_dir, monkeypatch):
+    """The run, the import and the board are built through the CLI's main() in this process (the `ctxbench` fixture):
+    only the browser needs a process of its own."""
+    monkeypatch.chdir(tmp_path)
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE)
     store = tmp_path / "runs"
-    r = _cli("score", "--suite", str(suite), "--store", str(store), "--data-dir", str(data_dir), "--backend", "echo", cwd=repo_root)
-    assert r.returncode == 0, r.stderr[-2000:]
+    code, _, err = ctxbench("score", "--suite", str(suite), "--store", str(store), "--data-dir", str(data_dir), "--backend", "echo")
+    assert code == 0, err[-2000:]
     (samples,) = store.glob("*/samples.jsonl")
     rows = [json.loads(x) for x in samples.read_text().splitlines()]
     rows[0]["prediction"] = PLANT  # a model output that tries to run code in the report
     samples.write_text("".join(json.dumps(x) + "\n" for x in rows))
     reported = tmp_path / "paper.csv"
     reported.write_text(f"model,task,length,score\n\"{PLANT}\",avg,512,90\n\"{PLANT}\",avg,1024,80\n")
-    assert _cli("board", "import", str(reported), "--store", str(store), cwd=repo_root).returncode == 0
+    assert ctxbench("board", "import", str(reported), "--store", str(store))[0] == 0
     board = tmp_path / "board"
-    r = _cli("board", "build", "--store", str(store), "--out", str(board), cwd=repo_root)
-    assert r.returncode == 0, r.stderr[-2000:]
+    code, _, err = ctxbench("board", "build", "--store", str(store), "--out", str(board))
+    assert code == 0, err[-2000:]
 
     html = (board / "index.html").read_text()
     assert PLANT not in html and "&lt;script&gt;" in html
