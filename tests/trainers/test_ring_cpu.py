@@ -2,8 +2,9 @@
 (trainers/ring_cpu.py) computes what one process computes, from one attention call up to whole trainings: CPT,
 hierarchical-QA SFT and LOGO (LoRA; its rewards summed over the ring, trainers/logo/ring_rewards.py) over 2 and 4
 processes train what 1 process trains (the loss at every step, gradient norms and final weights; fp32, the
-tolerances of tests/gpu/test_ring_attention_cuda.py). CPT over 2 processes is in the default tier (about 20 s); the
-others are slow (40-60 s each on 2 cores). The adapter leans on private torch
+tolerances of tests/gpu/test_ring_attention_cuda.py). The default tier keeps one attention call over a ring of 2 (and
+tests/journeys/test_ring_refusal.py trains CPT over a ring of 2 as typed); the trainings are slow (20-60 s each on 2
+cores). The adapter leans on private torch
 API; the first test pins it, so a torch that moves it fails here by name.
 """
 
@@ -90,7 +91,7 @@ if dist.get_rank() == 0:
 """
 
 
-@pytest.mark.parametrize("nproc", [2, 4])
+@pytest.mark.parametrize("nproc", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_causal_sdpa_over_a_cpu_ring_equals_one_process(tmp_path, nproc):
     """Output and the query/key/value gradients of causal SDPA under torch's `context_parallel` (head-tail load
     balance, key/value rotation, log-sum-exp merge) equal the unsharded call, once the balanced layout is undone."""
@@ -152,6 +153,7 @@ def cpt_raw(packed: Path, eval_sequences: int = 0):
     return raw
 
 
+@pytest.mark.slow
 def test_cpt_ring_over_two_cpu_processes_equals_one(tmp_path, packed):
     assert_ring_equals_one_process(tmp_path, "cpt", cpt_raw(packed), 2)
 
