@@ -64,7 +64,7 @@ def answer_only_trainer_class(chunk_tokens: int = 0):
             if model.training:
                 self.answer_tokens += int(n)
             loss = global_mean(self, total, n, num_items_in_batch, inputs)
-            return (loss, None) if return_outputs else loss
+            return (loss, {}) if return_outputs else loss  # no logits: evaluation reads the loss (None is sliced)
 
     return AnswerOnlyTrainer
 

@@ -43,6 +43,6 @@ def ring_trainer_class(answer_only: type) -> type:
             if model.training:
                 self.answer_tokens += int(n)
             loss = global_mean(self, total, n, num_items_in_batch, inputs)
-            return (loss, None) if return_outputs else loss
+            return (loss, {}) if return_outputs else loss  # no logits: evaluation reads the loss (None is sliced)
 
     return RingAnswerOnlyTrainer
