@@ -152,9 +152,7 @@ class HFBackend(LogLikelihood):
             raise ConfigError(f"model: {unreadable_weights(path) or path}: torn or corrupt weights ({str(e).splitlines()[0]}); "
                               "retrain or re-download the model") from None
         self.model.eval()
-        self.tokenizer.padding_side = "left"
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self._pad_left()
         self.context_length = context_length(config, max_context, rope_context)
         self.padded = self.device.startswith("cuda")  # CPU: prefill alone, decode together (or equal lengths only)
         self.batched_decode = bool(batched_decode) and not self.padded
@@ -168,6 +166,12 @@ class HFBackend(LogLikelihood):
         self.dtype = dtype
         self.attn = attn_implementation
         self._torch = torch
+
+    def _pad_left(self) -> None:
+        """Batches pad on the left (the answers start together); the stops are the model's EOS ids and the pad."""
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
         gen = getattr(self.model, "generation_config", None)
         eos = getattr(gen, "eos_token_id", None) or self.tokenizer.eos_token_id
         self.stop_ids = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.pad_token_id}
