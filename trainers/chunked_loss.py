@@ -11,6 +11,7 @@ made with `attention: per_document` (position ids restart per document; transfor
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Any
 
 IGNORE = -100
@@ -77,16 +78,40 @@ def row_mean_logps(model: Any, batch: dict[str, Any], chunk_tokens: int) -> tupl
 def lm_loss_sum(model: Any, input_ids: Any, labels: Any = None, *, chunk_tokens: int = 0, attention_mask: Any = None,
                 position_ids: Any = None, shift_labels: Any = None) -> tuple[Any, Any]:
     """(sum of next-token cross-entropy over labelled positions, their count), the head applied in chunks.
-    Through the model's own forward (under DDP the wrapper's, so gradients are averaged), keeping one logit."""
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, output_hidden_states=True,
-                logits_to_keep=1, use_cache=False)
+    Through the model's own forward (under DDP the wrapper's, so gradients are averaged), keeping one logit; the head
+    runs inside that forward (`loss_in_forward`), which FSDP2 needs under ring attention."""
     shifted = shift_labels is not None
-    hidden = out.hidden_states[-1] if shifted else out.hidden_states[-1][:, :-1]
     targets = shift_labels if shifted else labels[:, 1:]
     keep = targets != IGNORE
-    inner = getattr(model, "module", model)  # DistributedDataParallel wraps the model
-    cap = getattr(inner.config, "final_logit_softcapping", None)
-    return head_ce_sum(inner.get_output_embeddings(), hidden[keep], targets[keep], chunk_tokens, cap), keep.sum()
+
+    def loss_of(inner: Any, out: Any) -> Any:
+        hidden = out.hidden_states[-1] if shifted else out.hidden_states[-1][:, :-1]
+        cap = getattr(inner.config, "final_logit_softcapping", None)
+        return head_ce_sum(inner.get_output_embeddings(), hidden[keep], targets[keep], chunk_tokens, cap)
+
+    with loss_in_forward(getattr(model, "module", model), loss_of):  # DistributedDataParallel wraps the model
+        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                    output_hidden_states=True, logits_to_keep=1, use_cache=False)
+    return out["loss"], keep.sum()
+
+
+@contextmanager
+def loss_in_forward(inner: Any, loss_of: Any):
+    """Computes `loss_of(inner, output)` as the output's `loss` inside `inner`'s forward call: a forward hook run
+    before FSDP2's own post-forward hook. Under FSDP2 (ring attention) the final norm, the embedding and the head are
+    one unit; a head run after the forward has its gradient counted as that unit's backward, which then frees the
+    gathered norm weight before the norm's backward reads it (a segfault on a CPU). Inside, the loss is an output
+    of the forward like the logits, and FSDP's backward hooks see it first."""
+
+    def hook(module, args, kwargs, output):
+        output["loss"] = loss_of(module, output)
+        return output
+
+    handle = inner.register_forward_hook(hook, with_kwargs=True, prepend=True)
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 def model_inputs(inputs: dict[str, Any], per_document: bool) -> dict[str, Any]:

@@ -9,7 +9,8 @@ the heads. Nothing here computes attention.
 torch 2.13's ring attention dispatches only the CUDA SDPA kernels (flash, efficient, cuDNN); on a CPU (a launched
 run over gloo) trainers/ring_cpu.py adds torch's CPU SDPA kernel to the same ring and an accelerate state FSDP2
 accepts. Refused with one line rather than worked around: accelerate 1.15 refuses `cp_size > 1` with `sp_size > 1`
-(Ulysses and ring do not combine, no USP), and a head run after the forward (`loss_chunk_tokens`) under FSDP2.
+(Ulysses and ring do not combine, no USP), and a head run after the forward under FSDP2 (LOGO's chunked rewards;
+CPT's and hqa_sft's chunked loss run inside the forward, trainers/chunked_loss.py `loss_in_forward`).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def check_ring(sp: SequenceParallel, *, deepspeed: str | None, attn: str, seq_le
 
 
 def check_ring_loss(sp: SequenceParallel, loss_chunk_tokens: int) -> None:
-    """The chunked loss runs the output head after the model's forward; under a ring (FSDP2) accelerate groups the
+    """LOGO's chunked rewards run the output head after the model's forward; under a ring (FSDP2) accelerate groups the
     head with the final norm and the embedding, and that group's gathered weights are freed before the norm's backward
     reads them (a crash, not an error). Refused in one line."""
     if sp.ring > 1 and loss_chunk_tokens:

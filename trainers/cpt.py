@@ -339,10 +339,7 @@ class CPTTrainer(HFTrainer):
         if self.config.sequence_layout.degree > 1 and self.per_document():
             raise ConfigError("attention: per_document packing does not run under sequence_parallel > 1 yet (each shard "
                               "would mask with its own positions); set sequence_parallel: 1 or attention: cross_document")
-        from ctxbench.trainers.context_parallel import check_ring_loss
-
-        check_ring_loss(self.config.sequence_layout, self.config.loss_chunk_tokens)
-        super().check_sequence_parallel(seq_len)
+        super().check_sequence_parallel(seq_len)  # loss_chunk_tokens runs under a ring: its head is in the forward
 
     def hf_trainer_class(self) -> type:
         """The chunked loss (loss_chunk_tokens) and per-document attention need the packed-LM trainer."""

@@ -182,24 +182,28 @@ def test_resuming_under_another_layout_is_refused(tmp_path):
         refuse_other_world_size(tmp_path, 1, 1, sp_before=2, sp_now=ring)
 
 
-def test_the_chunked_loss_under_a_ring_is_refused_before_any_data(tmp_path, monkeypatch):
-    """The chunked loss runs the head after the forward, which FSDP2 frees first under a ring (a segfault on a CPU)."""
+def test_the_chunked_loss_runs_under_a_ring_for_cpt_and_hqa_sft_and_is_refused_for_logo(tmp_path, monkeypatch):
+    """CPT's and hqa_sft's chunked head runs inside the model's forward (trainers/chunked_loss.py `loss_in_forward`;
+    trained over a CPU ring in tests/trainers/test_ring_cpu.py); LOGO's chunked rewards still run the head after the
+    forward, which FSDP2 frees first under a ring (a segfault on a CPU): refused in one line."""
     from ctxbench.trainers.cpt import CPTConfig, CPTTrainer
     from ctxbench.trainers.hqa.trainer import HQASFTConfig, HQASFTTrainer
+    from ctxbench.trainers.logo.trainer import LogoConfig, LogoTrainer
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     cfg = CPTConfig(base_model={"config": TINY}, store=str(tmp_path / "runs"), sequence_parallel={"ring": 2},
                     loss_chunk_tokens=32, data={"path": str(tmp_path / "nowhere")})
-    with pytest.raises(ConfigError, match=r"^loss_chunk_tokens: 32 runs the output head after .*ring 2; set "
-                                          r"loss_chunk_tokens: 0") as e:
-        CPTTrainer(cfg).train()
-    assert "\n" not in str(e.value)
+    CPTTrainer(cfg).check_sequence_parallel(128)
     stage = {"name": "s1", "data": "hqa-tiny", "seq_len": 1024, "sequence_parallel": {"ring": 2}}
     cfg = HQASFTConfig(base_model={"config": TINY}, store=str(tmp_path / "runs"), stages=[stage], loss_chunk_tokens=32)
-    with pytest.raises(ConfigError, match=r"^stages\.s1\.loss_chunk_tokens: 32 runs the output head"):
-        HQASFTTrainer(cfg).train()
+    assert HQASFTTrainer(cfg).stage_configs()[0].loss_chunk_tokens == 32
+    cfg = LogoConfig(base_model={"config": TINY}, store=str(tmp_path / "runs"), sequence_parallel={"ring": 2},
+                     loss_chunk_tokens=32, data={"path": str(tmp_path / "nowhere")})
+    with pytest.raises(ConfigError, match=r"^loss_chunk_tokens: 32 runs the output head after .*ring 2; set "
+                                          r"loss_chunk_tokens: 0") as e:
+        LogoTrainer(cfg).train()
+    assert "\n" not in str(e.value)
     assert not (tmp_path / "runs").exists()
-    check_sequence_parallel(SequenceParallel(ring=2), **RING)  # without the chunked loss a ring runs
 
 
 def test_logo_takes_a_ring_and_refuses_ulysses_before_any_data(tmp_path, monkeypatch):

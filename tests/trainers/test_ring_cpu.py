@@ -164,11 +164,24 @@ def test_cpt_ring_over_four_cpu_processes_equals_one(tmp_path, packed):
     assert_ring_equals_one_process(tmp_path, "cpt", cpt_raw(packed, eval_sequences=4), 4)
 
 
+@pytest.mark.slow
+def test_cpt_ring_with_the_chunked_loss_equals_one_process_unchunked(tmp_path, packed):
+    """loss_chunk_tokens under a ring of 2 (its head inside the forward FSDP2 wraps, trainers/chunked_loss.py
+    `loss_in_forward`; after it, FSDP2 freed the final norm's gathered weight before its backward: a segfault) trains
+    what 1 process trains with the full logits."""
+    plain = cpt_raw(packed, eval_sequences=2)
+
+    def raw(store: Path, sp) -> dict:
+        return {**plain(store, sp), "loss_chunk_tokens": 0 if sp == 1 else 16}
+
+    assert_ring_equals_one_process(tmp_path, "cpt", raw, 2)
+
+
 def hqa_raw(data: Path):
     def raw(store: Path, sp) -> dict:
         return {"base_model": {"config": {**TINY, "max_position_embeddings": 1024}}, "store": str(store),
                 "precision": "fp32", "per_device_batch_size": 1, "learning_rate": 5e-3, "lr_scheduler": "constant",
-                "save_steps": 2, "threads": 1, "seed": 0, "eval_samples": 0,
+                "save_steps": 2, "threads": 1, "seed": 0, "eval_samples": 2,
                 "stages": [{"name": "s1", "data": str(data), "seq_len": 1024, "max_steps": 2, "sequence_parallel": sp}]}
 
     return raw
@@ -178,6 +191,17 @@ def hqa_raw(data: Path):
 @pytest.mark.parametrize("ring", [2, 4])
 def test_hqa_sft_ring_over_cpu_processes_equals_one(tmp_path, hqa_stage_data, ring):
     assert_ring_equals_one_process(tmp_path, "hqa_sft", hqa_raw(hqa_stage_data), ring)
+
+
+@pytest.mark.slow
+def test_hqa_sft_ring_with_the_chunked_loss_equals_one_process_unchunked(tmp_path, hqa_stage_data):
+    """loss_chunk_tokens under a ring of 2: the answer positions' head, in chunks, inside the forward."""
+    plain = hqa_raw(hqa_stage_data)
+
+    def raw(store: Path, sp) -> dict:
+        return {**plain(store, sp), "loss_chunk_tokens": 0 if sp == 1 else 8}
+
+    assert_ring_equals_one_process(tmp_path, "hqa_sft", raw, 2)
 
 
 def logo_raw(data: Path):

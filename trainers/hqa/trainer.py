@@ -192,7 +192,7 @@ class StageTrainer(HFTrainer):
                             c.seq_len if c.sequence_layout.degree > 1 else None)
 
     def hf_trainer_class(self) -> type:
-        if self.config.sequence_layout.ring > 1:
+        if self.config.sequence_layout.ring > 1 and not self.config.loss_chunk_tokens:
             from ctxbench.trainers.hqa.ring_loss import ring_trainer_class
 
             return ring_trainer_class(answer_only_trainer_class())
@@ -320,7 +320,6 @@ class HQASFTTrainer(StageTrainer):
 
     def train(self, *, callbacks=(), fresh: bool = False) -> TrainResult:
         from ctxbench.trainers.alst import check_alst
-        from ctxbench.trainers.context_parallel import check_ring_loss
         from ctxbench.trainers.distributed import check_sequence_parallel, model_heads
 
         heads = model_heads(self.config.base_model)
@@ -329,7 +328,6 @@ class HQASFTTrainer(StageTrainer):
                 check_sequence_parallel(st.sequence_parallel, deepspeed=st.deepspeed, attn=st.attn_implementation,
                                         seq_len=st.seq_len, trainer=self.name, heads=heads, has_cuda=self._has_cuda())
                 check_alst(st, world=self.world_size())
-                check_ring_loss(st.sequence_layout, st.loss_chunk_tokens)
             except ConfigError as e:
                 raise ConfigError(f"stages.{st.stage}.{e}") from None
         stages = self.stage_trainers()
