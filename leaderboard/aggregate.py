@@ -335,8 +335,8 @@ def paired_interval(joined: pd.DataFrame, *, n_discordant: int, min_discordant: 
     pairs there is no interval either: the exact test alone decides."""
     if n_discordant < min_discordant:
         return None, f"no interval: {n_discordant} of the pairs differ (fewer than {min_discordant}); the exact test decides"
-    keys = joined.index.to_frame(index=False)
-    strata = list(zip(keys["task"], keys["length"]))
+    index = joined.index  # level values, not index.to_frame(): a study's calibration calls this thousands of times
+    strata = list(zip(index.get_level_values("task"), index.get_level_values("length")))
     lo, hi, p_zero = sign_flip_interval(joined["a"].to_numpy(dtype=float), joined["b"].to_numpy(dtype=float),
                                         strata=strata, clusters=clusters, level=level, rng=rng)
     p = p_zero if p_value is None else p_value
