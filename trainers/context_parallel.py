@@ -76,6 +76,26 @@ def check_ring_loss(sp: SequenceParallel, loss_chunk_tokens: int) -> None:
                           "process of the ring holds the logits of its own share of the positions only)")
 
 
+# Under DeepSpeed-Ulysses (0.19.8) the core attention gets the gathered position ids and no mask: flash attention 2/3
+# (transformers' varlen path) masks per document where they restart; SDPA's 4D mask is dropped (plain causal) and
+# flex's BlockMask is rebuilt plain causal.
+PER_DOCUMENT_ULYSSES_ATTENTION = ("flash_attention_2", "flash_attention_3")
+
+
+def check_per_document(sp: SequenceParallel, attn: str) -> None:
+    """Refuse, in one line, a layout under which a per_document packing would attend across documents."""
+    if sp.ring > 1:
+        raise ConfigError(f"attention: per_document packing does not run under sequence_parallel.ring {sp.ring}: torch's "
+                          "ring attention takes a plain causal mask (SDPA is_causal), so documents would attend across "
+                          f"their boundaries; use sequence_parallel: {sp.ring} (Ulysses) with attn_implementation "
+                          "flash_attention_2, or attention: cross_document")
+    if sp.ulysses > 1 and attn not in PER_DOCUMENT_ULYSSES_ATTENTION:
+        raise ConfigError(f"attention: per_document packing under sequence_parallel {sp.ulysses} needs attn_implementation "
+                          f"flash_attention_2 or flash_attention_3, not {attn}: DeepSpeed-Ulysses drops the per-document "
+                          "mask (sdpa: the 4D mask; flex: rebuilt plain causal), while flash attention masks per document "
+                          "from the gathered position ids; set attn_implementation: flash_attention_2 (CUDA)")
+
+
 def ring_arguments(kw: dict[str, Any], sp: SequenceParallel, world: int) -> dict[str, Any]:
     """TrainingArguments keys for ring attention over sp.ring processes: FSDP2 over all of them, context parallel in
     groups of sp.ring (transformers shards input_ids, labels and position_ids along the sequence per step). The key and

@@ -336,10 +336,11 @@ class CPTTrainer(HFTrainer):
         return m is not None and m.config.get("attention") == "per_document"
 
     def check_sequence_parallel(self, seq_len: int | None) -> None:
-        if self.config.sequence_layout.degree > 1 and self.per_document():
-            raise ConfigError("attention: per_document packing does not run under sequence_parallel > 1 yet (each shard "
-                              "would mask with its own positions); set sequence_parallel: 1 or attention: cross_document")
         super().check_sequence_parallel(seq_len)  # loss_chunk_tokens runs under a ring: its head is in the forward
+        if self.per_document():
+            from ctxbench.trainers.context_parallel import check_per_document
+
+            check_per_document(self.config.sequence_layout, self.config.attn_implementation)
 
     def hf_trainer_class(self) -> type:
         """The chunked loss (loss_chunk_tokens) and per-document attention need the packed-LM trainer."""

@@ -133,7 +133,6 @@ def test_per_document_packing_writes_the_starts_beside_the_same_tokens(packings)
 
 
 def test_cpt_trains_per_document_with_the_chunked_loss_and_the_data_hash_moves(tmp_path, packings):
-    from ctxbench.harness.core.errors import ConfigError
     from ctxbench.trainers.cpt import CPTConfig, CPTTrainer
 
     def config(path: Path, **kw) -> CPTConfig:
@@ -149,5 +148,34 @@ def test_cpt_trains_per_document_with_the_chunked_loss_and_the_data_hash_moves(t
     assert cross.hf_trainer_class().__name__ == "Trainer"
     result = per.train()
     assert result.steps == 2 and result.train_loss is not None and np.isfinite(result.train_loss)
-    with pytest.raises(ConfigError, match="^attention: per_document .* sequence_parallel"):
-        CPTTrainer(config(packings["per_document"], sequence_parallel=2)).check_sequence_parallel(None)
+
+
+def test_per_document_under_sequence_parallelism_runs_only_where_attention_masks_per_document(tmp_path, packings,
+                                                                                                monkeypatch):
+    """DeepSpeed-Ulysses hands the core attention the gathered position ids and no mask: flash attention 2/3 mask per
+    document from them (taken); SDPA's mask is dropped and flex's rebuilt plain causal, and torch's ring attention is
+    causal SDPA: each refused in one line, before any data."""
+    from ctxbench.harness.core.errors import ConfigError
+    from ctxbench.trainers.cpt import CPTConfig, CPTTrainer
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+
+    def check(**kw) -> None:
+        cfg = CPTConfig(base_model={"config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                                               "num_attention_heads": 2, "num_key_value_heads": 1}},
+                        store=str(tmp_path / "runs"), data={"path": str(packings["per_document"])}, **kw)
+        CPTTrainer(cfg).check_sequence_parallel(128)
+
+    check(sequence_parallel=2, deepspeed="zero3", attn_implementation="flash_attention_2")
+    check(sequence_parallel=2, deepspeed="zero3", attn_implementation="flash_attention_3")
+    with pytest.raises(ConfigError, match=r"^attention: per_document packing under sequence_parallel 2 needs "
+                                          r"attn_implementation flash_attention_2 or flash_attention_3, not sdpa: "
+                                          r"DeepSpeed-Ulysses drops the per-document mask .*flash_attention_2") as e:
+        check(sequence_parallel=2, deepspeed="zero3", attn_implementation="sdpa")
+    assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"^sequence_parallel: 2 needs attn_implementation sdpa or flash"):
+        check(sequence_parallel=2, deepspeed="zero3", attn_implementation="flex_attention")
+    with pytest.raises(ConfigError, match=r"^attention: per_document packing does not run under sequence_parallel"
+                                          r"\.ring 2: torch's ring attention takes a plain causal mask") as e:
+        check(sequence_parallel={"ring": 2})
+    assert "\n" not in str(e.value) and not (tmp_path / "runs").exists()

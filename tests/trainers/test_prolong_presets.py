@@ -9,6 +9,7 @@ import pytest
 
 from ctxbench.harness.core.config import resolve_config
 from ctxbench.trainers.base import load_config
+from ctxbench.trainers.context_parallel import check_per_document
 from ctxbench.trainers.cpt import CPTConfig, CPTTrainer
 from ctxbench.trainers.memory_plan import GIB, smallest_cluster
 
@@ -38,7 +39,7 @@ def test_stage_two_starts_from_stage_one_at_eight_times_the_length(stem):
 @pytest.mark.parametrize(("name", "gpus", "per_document"), [
     ("prolong-smollm2-135m-64k", 1, True), ("prolong-smollm2-135m-512k", 1, True),
     ("prolong-llama3-8b-64k", 8, True),
-    ("prolong-llama3-8b-512k", 8, False),  # 512K of an 8B model needs sequence parallelism, which refuses per_document
+    ("prolong-llama3-8b-512k", 8, True),  # 512K of an 8B model: Ulysses 8 with flash attention, per_document
 ])
 def test_each_stage_fits_where_its_header_says(name, gpus, per_document):
     cfg = preset(name)
@@ -48,4 +49,5 @@ def test_each_stage_fits_where_its_header_says(name, gpus, per_document):
     plan = smallest_cluster(w, 80 * GIB)
     assert plan is not None and plan.gpus == gpus
     assert (cfg.data.synthesis["attention"] == "per_document") == per_document
-    assert (cfg.sequence_layout.degree > 1) == (not per_document)
+    assert (cfg.sequence_layout.degree > 1) == name.endswith("8b-512k")
+    check_per_document(cfg.sequence_layout, cfg.attn_implementation)  # the layout masks per document (else refused)
