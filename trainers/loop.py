@@ -146,8 +146,13 @@ class HFTrainer:
         return HF
 
     def save_final(self, hf: Any, out: Path) -> None:
-        """Write the final weights to out (LOGO: merge the LoRA adapter into a plain HF directory)."""
+        """Write the final weights to out (LOGO: merge the LoRA adapter into a plain HF directory), without the tied
+        copies an FSDP2 full-state save adds (trainers/tied_save.py)."""
         hf.save_model(str(out))
+        if hf.is_world_process_zero():
+            from ctxbench.trainers.tied_save import drop_tied_copies, tied_pairs
+
+            drop_tied_copies(out, tied_pairs(hf.model))
 
     def manifest_extra(self, hf: Any) -> dict[str, Any]:
         """More keys for ctxbench_manifest.json, read from the finished transformers Trainer (LOGO: the LoRA config

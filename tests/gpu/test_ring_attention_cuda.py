@@ -56,7 +56,7 @@ def assert_ring_equals_one_gpu(tmp_path: Path, method: str, raw) -> None:
     a, b = TrainRun(one, one_id).losses(), TrainRun(two, two_id).losses()
     assert [(r["split"], r["step"], r["tokens"]) for r in a] == [(r["split"], r["step"], r["tokens"]) for r in b]
     assert [r["loss"] for r in b] == pytest.approx([r["loss"] for r in a], rel=1e-3)
-    ring.assert_same_weights(one / one_id / "model", two / two_id / "model", atol=5e-5)  # FSDP also saves the tied head
+    ring.assert_same_weights(one / one_id / "model", two / two_id / "model", atol=5e-5)  # the same names: no tied head saved twice
     assert grad_norms(two / two_id / "model") == pytest.approx(grad_norms(one / one_id / "model"), rel=1e-3)
 
 
