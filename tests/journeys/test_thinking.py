@@ -77,10 +77,9 @@ class ReasoningServer:
 
 
 @pytest.fixture()
-def reasoning_server():
-    from ctxbench.harness.core.models import load_tokenizer
-
-    server = ReasoningServer(load_tokenizer("smollm2-135m"))
+def reasoning_server(smol_tokenizer):
+    """The server counts with the session's SmolLM2 tokenizer (tests/conftest.py), loaded once, not per test."""
+    server = ReasoningServer(smol_tokenizer)
     yield server
     server.close()
 
