@@ -1,8 +1,8 @@
 """Journey 8 (option values): a device this torch cannot use, or a misspelt dtype or template, is refused with one line
 that lists the valid values, before any weights load and before anything is written. The model named here does not
-exist: the option is refused first, so nothing was loaded (or downloaded) to find out. The option refusals run in
-process (`user_in_process`); the two that show a model is not converted run as a process, whose output shows any
-notice a conversion would print."""
+exist: the option is refused first, so nothing was loaded (or downloaded) to find out. Every refusal here runs in
+process (`user_in_process`); the two that show a model is not converted point CTXBENCH_CACHE at an empty directory
+(read at each use), so a conversion before the refusal leaves a model there and fails them."""
 
 from __future__ import annotations
 
@@ -57,9 +57,10 @@ def test_a_cuda_index_beyond_the_machines_gpus(monkeypatch):
 
 
 @pytest.mark.parametrize("model", ["smollm2-135m", "./no-such-model"])
-def test_length_zero_is_refused_before_the_model_is_converted(user, tmp_path, model):
+def test_length_zero_is_refused_before_the_model_is_converted(user_in_process, tmp_path, model):
     """Issue 32's seam: `--lengths 0` converted the GGUF model (transformers' dtype notice, a DeepSpeed warning) before
     refusing. The suite alone refuses it: one line, nothing else printed, nothing converted into an empty cache."""
+    user = user_in_process
     cache = tmp_path / "cache"
     r = user.run(f"ctxbench score --backend echo --model {model} --suite ruler-quick --lengths 0",
                  env={"CTXBENCH_CACHE": str(cache)})
@@ -68,8 +69,9 @@ def test_length_zero_is_refused_before_the_model_is_converted(user, tmp_path, mo
     assert not (cache / "models").exists() or not any((cache / "models").iterdir())
 
 
-def test_a_length_over_an_alias_context_is_refused_before_conversion(user, tmp_path):
+def test_a_length_over_an_alias_context_is_refused_before_conversion(user_in_process, tmp_path):
     """The alias's context (8192 for smollm2-135m) is known without converting its GGUF: the refusal comes first."""
+    user = user_in_process
     cache = tmp_path / "cache"
     r = user.run("ctxbench score --model smollm2-135m --suite ruler-quick --lengths 65536",
                  env={"CTXBENCH_CACHE": str(cache)})
