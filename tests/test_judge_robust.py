@@ -93,12 +93,12 @@ def test_helmet_sampling_and_limits_are_sent_and_are_the_judges_identity(fake_ju
 
 def test_an_answer_far_over_its_budget_is_cut_and_flagged(fake_judge, tmp_path):
     assert within_budget("short", 32) == ("short", [])
-    huge = "Answer: " + "river " * 2_000_000  # ~12 MB, from a server that ignored max_tokens
+    huge = "Answer: " + "river " * 200_000  # ~1.2 MB (4,700 times the cut), from a server that ignored max_tokens
     score, extra, error = qa_judge(fake_judge.url, tmp_path).score_row(huge, sample(max_new_tokens=32))
     assert error is None and score == 1.0
     sent = fake_judge.bodies[0]["messages"][0]["content"]
     assert len(sent) < 5000 and "river " * 40 in sent
-    assert extra["judge"]["flags"] == [f"answer cut at {32 * MAX_CHARS_PER_TOKEN:,} of 11,999,999 characters before "
+    assert extra["judge"]["flags"] == [f"answer cut at {32 * MAX_CHARS_PER_TOKEN:,} of 1,199,999 characters before "
                                               "judging (over its 32-token budget)"]
 
 
