@@ -28,7 +28,7 @@ def test_hf_thinking_auto_uses_the_switch_and_its_budget(user_in_process, tiny_c
     cfg.pop("chat_template", None)
     config.write_text(json.dumps(cfg))
     score = (f"ctxbench score --model {tiny_copy} --backend hf --device cpu --tasks ruler/niah_single_1 --lengths 384 "
-             "--samples 2 --store runs --template chat")
+             "--samples 2 --store runs --template chat --backend-arg threads=1")  # threads: no half-second core probe
     r = user_in_process.run(f"{score} --thinking auto --max-thinking-tokens 16")
     assert r.code == 0, r.err[-3000:]
     run_dir = next(p for p in (user_in_process.cwd / "runs").iterdir() if (p / "record.json").exists())
