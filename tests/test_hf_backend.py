@@ -84,14 +84,26 @@ def test_default_threads_leave_busy_cores_alone(monkeypatch):
     for idle_share, want in ((1.0, 8), (0.3, 2), (0.0, 1), (0.55, 4)):
         snaps = iter([(1000, 500, 8), (1000 + 800, 500 + int(800 * idle_share), 8)])
         monkeypatch.setattr(cores, "cpu_times", lambda: next(snaps))
-        assert cores.default_threads() == want, idle_share
+        assert cores._measure_threads() == want, idle_share
     monkeypatch.setattr(cores, "cpu_times", lambda: None)  # no /proc/stat: the load average decides
     monkeypatch.setattr(cores.os, "getloadavg", lambda: (0.2, 0.0, 0.0))
-    assert cores.default_threads() == 8
+    assert cores._measure_threads() == 8
     monkeypatch.setattr(cores.os, "getloadavg", lambda: (5.6, 0.0, 0.0))
-    assert cores.default_threads() == 2
+    assert cores._measure_threads() == 2
     monkeypatch.setattr(cores.os, "getloadavg", lambda: (30.0, 0.0, 0.0))
-    assert cores.default_threads() == 1
+    assert cores._measure_threads() == 1
+
+
+def test_default_threads_measure_at_most_once_a_minute(monkeypatch):
+    """A run's plan and its build both ask; each measurement waits half a second, so one stands for a minute."""
+    from ctxbench.harness.core import cores
+
+    calls = []
+    monkeypatch.setattr(cores, "_last", None)
+    monkeypatch.setattr(cores, "_measure_threads", lambda: calls.append(1) or len(calls))
+    clock = iter([100.0, 130.0, 161.0, 161.5])
+    monkeypatch.setattr(cores.time, "monotonic", lambda: next(clock))
+    assert [cores.default_threads() for _ in range(4)] == [1, 1, 2, 2]
 
 
 def test_busy_cores_sees_a_spinning_process():

@@ -41,8 +41,21 @@ def busy_cores(window: float = 0.5) -> float | None:
     return max(0.0, busy) * a[2]
 
 
+REMEASURE_AFTER = 60.0  # seconds a measurement stands: a run's plan and its build ask within moments of each other
+_last: tuple[float, int] | None = None  # (time.monotonic() of the measurement, its thread count)
+
+
 def default_threads() -> int:
-    """Cores this process may use, minus the cores other work keeps busy now; at least 1."""
+    """Cores this process may use, minus the cores other work keeps busy now; at least 1. Measured at most once a
+    minute (each measurement waits half a second, and one hf run asked twice)."""
+    global _last
+    now = time.monotonic()
+    if _last is None or now - _last[0] > REMEASURE_AFTER:
+        _last = (now, _measure_threads())
+    return _last[1]
+
+
+def _measure_threads() -> int:
     cores = usable_cores()
     busy = busy_cores()
     if busy is None:
