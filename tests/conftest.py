@@ -52,6 +52,13 @@ XDIST_GROUP_OF_FIXTURE = {"venv": "packaging-wheel", "hf_server": "hf-server"}
 XDIST_GROUP_OF_MODULE = {"test_layers.py": "repo-probe", "test_generator_safety.py": "cross-word-bpe"}
 
 
+# The modules whose tests take longest (benchmarks/README.md, --durations), handed to the workers first so that the
+# run does not end with one worker on a 35-second test while the other idles; the rest keep their order.
+HEAVY_FIRST = ("test_docs_examples.py", "test_study_synthesis_methods.py", "test_ddp.py", "test_configs_anywhere.py",
+               "test_calibration_independent.py", "test_study_methods.py", "test_signals.py", "test_ruler_tasks.py",
+               "test_ring_cpu.py", "test_untrusted_server_run.py", "test_ppl.py", "test_stale_checkpoint.py")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (its loadgroup hook)
 def pytest_collection_modifyitems(config, items):
     if not config.pluginmanager.hasplugin("xdist"):
@@ -62,6 +69,8 @@ def pytest_collection_modifyitems(config, items):
         group = group or XDIST_GROUP_OF_MODULE.get(item.path.name)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the same order on every worker
 
 
 @pytest.fixture(scope="session", autouse=True)
