@@ -13,27 +13,14 @@ from ctxbench.trainers.hqa.chat import IGNORE
 
 def answer_loss_sum(model, input_ids, attention_mask=None, labels=None, position_ids=None, shift_labels=None,
                     chunk_tokens: int = 0):
-    """(sum of next-token cross-entropy over labelled positions, their count), computing logits only there, and
-    `chunk_tokens` of them at a time when set (trainers/chunked_loss.py).
-    `shift_labels` (a sequence-parallel shard: DeepSpeed-Ulysses shifts the labels before it cuts the sequence) are
-    already the next tokens of each position; `labels` are shifted here."""
-    from ctxbench.trainers.chunked_loss import head_ce_sum, loss_in_forward
+    """(sum of next-token cross-entropy over labelled positions, their count): CPT's loss sum
+    (trainers/chunked_loss.py `lm_loss_sum`: logits only there, `chunk_tokens` at a time when set, the head inside the
+    forward, which FSDP2 under ring attention needs), in hqa's argument order. `shift_labels` (a sequence-parallel
+    shard: the labels were shifted before the sequence was cut) are already each position's next token."""
+    from ctxbench.trainers.chunked_loss import lm_loss_sum
 
-    shifted = shift_labels is not None
-    targets = shift_labels if shifted else labels[:, 1:]
-    keep = targets != IGNORE
-
-    def loss_of(inner, out):  # the last hidden state (after the final norm) gives the labelled positions' logits only
-        hidden = out.hidden_states[-1] if shifted else out.hidden_states[-1][:, :-1]
-        cap = getattr(inner.config, "final_logit_softcapping", None)
-        return head_ce_sum(inner.get_output_embeddings(), hidden[keep], targets[keep], chunk_tokens, cap)
-
-    # through the model's own forward (under DDP, the wrapper's: only then are gradients averaged over processes),
-    # keeping one logit; the head runs inside it (FSDP2 under a ring needs that: trainers/chunked_loss.py)
-    with loss_in_forward(getattr(model, "module", model), loss_of):  # DistributedDataParallel wraps the model
-        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                    output_hidden_states=True, logits_to_keep=1, use_cache=False)
-    return out["loss"], keep.sum()
+    return lm_loss_sum(model, input_ids, labels, chunk_tokens=chunk_tokens, attention_mask=attention_mask,
+                       position_ids=position_ids, shift_labels=shift_labels)
 
 
 def answer_only_trainer_class(chunk_tokens: int = 0):

@@ -192,10 +192,6 @@ class StageTrainer(HFTrainer):
                             c.seq_len if c.sequence_layout.degree > 1 else None)
 
     def hf_trainer_class(self) -> type:
-        if self.config.sequence_layout.ring > 1 and not self.config.loss_chunk_tokens:
-            from ctxbench.trainers.hqa.ring_loss import ring_trainer_class
-
-            return ring_trainer_class(answer_only_trainer_class())
         return answer_only_trainer_class(self.config.loss_chunk_tokens)
 
     def manifest_extra(self, hf) -> dict[str, Any]:
